@@ -2,7 +2,10 @@
 //!
 //! Layout (one file per block format, one folder per ISA):
 //! - [`ggml_type`]: the ggml type table (ids, block sizes) shared with the GGUF reader.
+//! - [`dispatch`]: run-time ISA detection and the `POCKET_ISA` override.
 
+pub mod dispatch;
 pub mod ggml_type;
 
+pub use dispatch::Isa;
 pub use ggml_type::GgmlType;
