@@ -1,0 +1,69 @@
+//! Shared helpers of the end-to-end tests: where the fixtures are, and a clear failure
+//! (never a silent skip) when they are missing.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The pocket cache (`POCKET_CACHE`, default `~/.cache/pocket`).
+pub fn cache_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("POCKET_CACHE") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache").join("pocket")
+}
+
+/// A fixture file under the cache; panics with the command that fetches it when missing.
+pub fn fixture(rel: &str) -> PathBuf {
+    let p = cache_dir().join(rel);
+    assert!(p.exists(), "fixture {} is missing: run `bash tests/fixtures.sh` first", p.display());
+    p
+}
+
+pub fn smollm2() -> PathBuf {
+    fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+pub fn gemma3() -> PathBuf {
+    fixture("models/gemma-3-270m-q4_k_m.gguf")
+}
+
+/// Every `ggml-vocab-*.gguf` of the llama.cpp sdist.
+pub fn vocab_ggufs() -> Vec<PathBuf> {
+    let dir = fixture("llama.cpp/models");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("read llama.cpp/models")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            n.starts_with("ggml-vocab-") && n.ends_with(".gguf")
+        })
+        .collect();
+    v.sort();
+    assert!(v.len() >= 10, "expected the sdist's vocab files in {}", dir.display());
+    v
+}
+
+/// The Python with the `gguf` package (`POCKET_PYTHON`, default the cache's venv).
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("POCKET_PYTHON") {
+        return PathBuf::from(p);
+    }
+    fixture("venv/bin/python")
+}
+
+/// Runs a Python script of `tests/oracle/` and returns its stdout.
+pub fn run_oracle(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/oracle").join(script);
+    let out = Command::new(python()).arg(&path).args(args).output().expect("run python oracle");
+    assert!(out.status.success(), "{} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("oracle output is UTF-8")
+}
+
+/// All real GGUF files the reader tests cover: the two models and every vocab file.
+pub fn all_real_ggufs() -> Vec<PathBuf> {
+    let mut v = vec![smollm2(), gemma3()];
+    v.extend(vocab_ggufs());
+    v
+}
