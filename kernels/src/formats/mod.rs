@@ -227,3 +227,132 @@ fn append_blocks<B: Pod>(
     quantize_row(x, &mut blocks);
     out.extend_from_slice(bytemuck::cast_slice(&blocks));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::test_util::Rng;
+    use super::*;
+
+    const QUANTIZABLE: [GgmlType; 13] = {
+        use GgmlType::*;
+        [
+            F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K,
+        ]
+    };
+
+    #[test]
+    fn every_quantizable_type_round_trips_through_bytes() {
+        let x = Rng::new(30).vec(512, 1.0);
+        for ty in QUANTIZABLE {
+            let mut bytes = vec![0xAB]; // quantize appends: this byte must survive
+            quantize(ty, &x, &mut bytes).unwrap();
+            assert_eq!(bytes[0], 0xAB);
+            assert_eq!(bytes.len() - 1, ty.row_bytes(512).unwrap() as usize, "{ty}");
+            let mut y = vec![0.0; 512];
+            // bytes[1..] is misaligned for every block type: exercises the copying path
+            dequantize(ty, &bytes[1..], &mut y).unwrap();
+            let err = x
+                .iter()
+                .zip(&y)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(err < 0.15, "{ty}: max error {err}");
+        }
+    }
+
+    #[test]
+    fn aligned_and_misaligned_inputs_decode_the_same() {
+        let x = Rng::new(31).vec(256, 3.0);
+        let mut bytes = Vec::new();
+        quantize(GgmlType::Q4_K, &x, &mut bytes).unwrap();
+        let mut shifted = vec![0u8; bytes.len() + 1];
+        shifted[1..].copy_from_slice(&bytes);
+        let (mut a, mut b) = (vec![0.0; 256], vec![0.0; 256]);
+        dequantize(GgmlType::Q4_K, &bytes, &mut a).unwrap();
+        dequantize(GgmlType::Q4_K, &shifted[1..], &mut b).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors_not_panics() {
+        let mut out = vec![0.0; 64];
+        assert_eq!(
+            dequantize(GgmlType::Q4_0, &[0; 35], &mut out),
+            Err(FormatError::PartialBlock {
+                ty: GgmlType::Q4_0,
+                len: 35,
+                unit: 18,
+                what: "bytes"
+            })
+        );
+        assert_eq!(
+            dequantize(GgmlType::Q4_0, &[0; 18], &mut out),
+            Err(FormatError::OutputLength {
+                ty: GgmlType::Q4_0,
+                expected: 32,
+                got: 64
+            })
+        );
+        assert!(matches!(
+            dequantize(GgmlType::IQ2_XXS, &[0; 66], &mut out),
+            Err(FormatError::Unsupported { .. })
+        ));
+        let mut bytes = Vec::new();
+        assert!(matches!(
+            quantize(GgmlType::Q4_K, &[0.0; 255], &mut bytes),
+            Err(FormatError::PartialBlock { .. })
+        ));
+        assert!(matches!(
+            quantize(GgmlType::IQ4_NL, &[0.0; 32], &mut bytes),
+            Err(FormatError::Unsupported { .. })
+        ));
+        assert!(bytes.is_empty());
+        let msg = dequantize(GgmlType::Q6_K, &[0; 211], &mut out)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            msg,
+            "211 bytes is not a whole number of q6_K blocks (210 bytes each)"
+        );
+    }
+
+    #[test]
+    fn empty_input_is_fine() {
+        dequantize(GgmlType::Q8_0, &[], &mut []).unwrap();
+        let mut bytes = Vec::new();
+        quantize(GgmlType::Q8_K, &[], &mut bytes).unwrap();
+        assert!(bytes.is_empty());
+    }
+
+    #[test]
+    fn non_finite_inputs_do_not_panic() {
+        let mut x = vec![1.0f32; 256];
+        x[3] = f32::NAN;
+        x[100] = f32::INFINITY;
+        x[200] = -f32::INFINITY;
+        for ty in QUANTIZABLE {
+            let mut bytes = Vec::new();
+            quantize(ty, &x, &mut bytes).unwrap();
+            let mut y = vec![0.0; 256];
+            dequantize(ty, &bytes, &mut y).unwrap();
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn byte_level_entry_points_never_panic(
+            ty_index in 0usize..crate::ggml_type::ALL_TYPES.len(),
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..700),
+            out_slack in 0usize..2,
+        ) {
+            let ty = crate::ggml_type::ALL_TYPES[ty_index];
+            let n = bytes.len() / ty.type_size() * ty.block_size() + out_slack;
+            let mut out = vec![0.0; n];
+            let result = dequantize(ty, &bytes, &mut out);
+            if out_slack == 1 || bytes.len() % ty.type_size() != 0 {
+                proptest::prop_assert!(result.is_err());
+            }
+            let x: Vec<f32> = bytes.iter().map(|&b| b as f32 - 128.0).collect();
+            let _ = quantize(ty, &x, &mut Vec::new());
+        }
+    }
+}
