@@ -74,11 +74,11 @@ pub fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
     for (x, y) in w.iter().zip(a) {
         let (sc, q) = (scales(x), codes(x));
         let mut isum = 0i32;
-        for g in 0..16 {
+        for (g, &scale) in sc.iter().enumerate() {
             let dot: i32 = (16 * g..16 * g + 16)
                 .map(|e| q[e] as i32 * y.qs[e] as i32)
                 .sum();
-            isum += sc[g] as i32 * dot;
+            isum += scale as i32 * dot;
         }
         sumf += x.d.to_f32() * y.d * isum as f32;
     }

@@ -63,12 +63,12 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ6K]) {
         let mut l = [0i8; QK_K];
         let mut scales = [0.0f32; 16];
         let (mut max_scale, mut max_abs_scale) = (0.0f32, 0.0f32);
-        for ib in 0..16 {
+        for (ib, scale) in scales.iter_mut().enumerate() {
             let r = 16 * ib..16 * ib + 16;
-            scales[ib] = make_qx_quants(32, &xb[r.clone()], &mut l[r], 1);
-            if scales[ib].abs() > max_abs_scale {
-                max_abs_scale = scales[ib].abs();
-                max_scale = scales[ib];
+            *scale = make_qx_quants(32, &xb[r.clone()], &mut l[r], 1);
+            if scale.abs() > max_abs_scale {
+                max_abs_scale = scale.abs();
+                max_scale = *scale;
             }
         }
         if max_abs_scale < GROUP_MAX_EPS {
@@ -77,8 +77,8 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ6K]) {
         }
         let iscale = -128.0 / max_scale;
         b.d = f16::from_f32(1.0 / iscale);
-        for ib in 0..16 {
-            b.scales[ib] = nearest_int(iscale * scales[ib]).min(127) as i8;
+        for (q, &scale) in b.scales.iter_mut().zip(&scales) {
+            *q = nearest_int(iscale * scale).min(127) as i8;
         }
         for j in 0..16 {
             let d = b.d.to_f32() * b.scales[j] as f32;
