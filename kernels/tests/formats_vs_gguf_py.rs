@@ -46,7 +46,7 @@ fn fixtures() -> (PathBuf, PathBuf) {
     assert!(
         missing.is_empty(),
         "test fixtures missing ({}): run `bash tests/fixtures.sh` from the repository root \
-         (POCKET_CACHE={} )",
+         (POCKET_CACHE={})",
         missing.join(", "),
         cache.display()
     );
