@@ -3,8 +3,11 @@
 //! Layout (one file per block format, one folder per ISA):
 //! - [`ggml_type`]: the ggml type table (ids, block sizes) shared with the GGUF reader.
 //! - [`dispatch`]: run-time ISA detection and the `POCKET_ISA` override.
+//! - [`formats`]: the GGUF block formats, scalar: block structs, dequantize, reference
+//!   quantize and the scalar dot products SIMD kernels are tested against.
 
 pub mod dispatch;
+pub mod formats;
 pub mod ggml_type;
 
 pub use dispatch::Isa;

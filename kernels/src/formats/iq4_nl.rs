@@ -1,0 +1,90 @@
+//! IQ4_NL: 32 weights in 18 bytes (4.5 bits per weight), non-linear: each nibble
+//! indexes a fixed table of 16 int8 levels spaced more densely near zero.
+//!
+//! Layout (`block_iq4_nl` in ggml-common.h): `d: f16` then `qs: [u8; 16]`, nibbles placed
+//! as in Q4_0 (low nibbles elements 0-15, high 16-31). A nibble `q` decodes to
+//! `d * KVALUES_IQ4NL[q]`. Pairs with [`BlockQ8_0`]. (pocket reads IQ4_NL only.)
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::q8_0::BlockQ8_0;
+
+/// Elements per block.
+pub const QK4_NL: usize = 32;
+
+/// The 16 levels (`kvalues_iq4nl` in ggml-common.h), shared with IQ4_XS.
+pub const KVALUES_IQ4NL: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockIq4Nl {
+    pub d: f16,
+    pub qs: [u8; QK4_NL / 2],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockIq4Nl>() == 18);
+
+/// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
+/// `dequantize_row_iq4_nl`.
+pub fn dequantize_row(blocks: &[BlockIq4Nl], out: &mut [f32]) {
+    assert_eq!(out.len(), blocks.len() * QK4_NL);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK4_NL)) {
+        let d = b.d.to_f32();
+        for (j, &q) in b.qs.iter().enumerate() {
+            y[j] = d * KVALUES_IQ4NL[(q & 0xF) as usize] as f32;
+            y[j + QK4_NL / 2] = d * KVALUES_IQ4NL[(q >> 4) as usize] as f32;
+        }
+    }
+}
+
+/// Scalar reference dot product of IQ4_NL weights with Q8_0 activations
+/// (`ggml_vec_dot_iq4_nl_q8_0_generic`).
+pub fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
+    assert_eq!(w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let d = y.d.to_f32() * x.d.to_f32();
+        let mut sumi = 0i32;
+        for j in 0..QK4_NL / 2 {
+            sumi += y.qs[j] as i32 * KVALUES_IQ4NL[(x.qs[j] & 0xF) as usize] as i32;
+            sumi += y.qs[j + QK4_NL / 2] as i32 * KVALUES_IQ4NL[(x.qs[j] >> 4) as usize] as i32;
+        }
+        sumf += d * sumi as f32;
+    }
+    sumf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{q8_0, test_util::*};
+    use super::*;
+
+    #[test]
+    fn decodes_a_hand_built_block() {
+        let mut b = BlockIq4Nl::zeroed();
+        b.d = f16::from_f32(0.5);
+        b.qs[4] = 0xF8;
+        let mut y = [0.0; 32];
+        dequantize_row(&[b], &mut y);
+        assert_eq!((y[4], y[20], y[0]), (0.5, 56.5, -63.5));
+    }
+
+    #[test]
+    fn vec_dot_matches_dequantized_dot() {
+        let mut rng = Rng::new(19);
+        let n = QK4_NL * 40;
+        let w = random_blocks::<BlockIq4Nl>(&mut rng, n / QK4_NL, |b, r| b.d = r.scale_f16());
+        let mut a = vec![BlockQ8_0::zeroed(); n / QK4_NL];
+        q8_0::quantize_row(&rng.vec(n, 1.5), &mut a);
+        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
+        dequantize_row(&w, &mut wf);
+        q8_0::dequantize_row(&a, &mut af);
+        let want = dot_f64(&wf, &af);
+        let scale: f64 = wf.iter().zip(&af).map(|(x, y)| (x * y).abs() as f64).sum();
+        let got = vec_dot(&w, &a) as f64;
+        assert!((got - want).abs() <= 1e-5 * scale, "{got} vs {want}");
+    }
+}

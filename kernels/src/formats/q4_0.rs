@@ -1,0 +1,159 @@
+//! Q4_0: 32 weights in 18 bytes (4.5 bits per weight), symmetric.
+//!
+//! Layout (`block_q4_0` in ggml-common.h): `d: f16` then `qs: [u8; 16]`. Byte `j` holds
+//! element `j` in its low nibble and element `j + 16` in its high nibble; a nibble `q`
+//! decodes to `(q - 8) * d`. Dot products pair it with [`BlockQ8_0`] activations.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::q8_0::BlockQ8_0;
+
+/// Elements per block.
+pub const QK4_0: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4_0 {
+    pub d: f16,
+    pub qs: [u8; QK4_0 / 2],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ4_0>() == 18);
+
+/// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
+/// `dequantize_row_q4_0`.
+pub fn dequantize_row(blocks: &[BlockQ4_0], out: &mut [f32]) {
+    assert_eq!(out.len(), blocks.len() * QK4_0);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK4_0)) {
+        let d = b.d.to_f32();
+        for (j, &q) in b.qs.iter().enumerate() {
+            y[j] = ((q & 0x0F) as i32 - 8) as f32 * d;
+            y[j + QK4_0 / 2] = ((q >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
+/// `quantize_row_q4_0_ref`: `d = max / -8` where `max` is the element of largest
+/// magnitude (so it maps to nibble 0 exactly), then `q = min(15, trunc(x/d + 8.5))`.
+pub fn quantize_row(x: &[f32], out: &mut [BlockQ4_0]) {
+    assert_eq!(x.len(), out.len() * QK4_0);
+    for (xb, b) in x.chunks_exact(QK4_0).zip(out.iter_mut()) {
+        let mut amax = 0.0f32;
+        let mut max = 0.0f32;
+        for &v in xb {
+            if amax < v.abs() {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        let d = max / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = f16::from_f32(d);
+        // ggml converts through int8_t: truncation toward zero, then MIN(15, ·).
+        let code = |v: f32| ((v * id + 8.5) as i8).min(15) as u8;
+        for j in 0..QK4_0 / 2 {
+            b.qs[j] = code(xb[j]) | code(xb[j + QK4_0 / 2]) << 4;
+        }
+    }
+}
+
+/// Scalar reference dot product of Q4_0 weights with Q8_0 activations
+/// (`ggml_vec_dot_q4_0_q8_0_generic`): an exact int32 sum per block, scaled by both `d`s.
+pub fn vec_dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    assert_eq!(w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..QK4_0 / 2 {
+            let v0 = (x.qs[j] & 0x0F) as i32 - 8;
+            let v1 = (x.qs[j] >> 4) as i32 - 8;
+            sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK4_0 / 2] as i32;
+        }
+        sumf += sumi as f32 * x.d.to_f32() * y.d.to_f32();
+    }
+    sumf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{q8_0, test_util::*};
+    use super::*;
+
+    fn round_trip(x: &[f32]) -> Vec<f32> {
+        let mut q = vec![BlockQ4_0::zeroed(); x.len() / QK4_0];
+        quantize_row(x, &mut q);
+        let mut y = vec![0.0; x.len()];
+        dequantize_row(&q, &mut y);
+        y
+    }
+
+    #[test]
+    fn decodes_a_hand_built_block() {
+        let mut b = BlockQ4_0::zeroed();
+        b.d = f16::from_f32(0.5);
+        b.qs[0] = 0xF0; // element 0 -> nibble 0, element 16 -> nibble 15
+        b.qs[15] = 0x19;
+        let mut y = [0.0; 32];
+        dequantize_row(&[b], &mut y);
+        assert_eq!(
+            (y[0], y[16], y[15], y[31], y[1]),
+            (-4.0, 3.5, 0.5, -3.5, -4.0)
+        );
+    }
+
+    #[test]
+    fn round_trip_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let err = array_rmse(&x, &round_trip(&x));
+        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+    }
+
+    #[test]
+    fn random_round_trip_error_is_at_most_one_step() {
+        let mut rng = Rng::new(1);
+        let x = rng.vec(QK4_0 * 64, 3.0);
+        let y = round_trip(&x);
+        for (xb, yb) in x.chunks(QK4_0).zip(y.chunks(QK4_0)) {
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let step = amax / 8.0 * 1.001;
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= step, "{a} -> {b}, step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn vec_dot_matches_dequantized_dot() {
+        let mut rng = Rng::new(2);
+        let n = QK4_0 * 40;
+        let w = random_blocks::<BlockQ4_0>(&mut rng, n / QK4_0, |b, r| b.d = r.scale_f16());
+        let mut a = vec![BlockQ8_0::zeroed(); n / QK4_0];
+        q8_0::quantize_row(&rng.vec(n, 1.5), &mut a);
+        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
+        dequantize_row(&w, &mut wf);
+        q8_0::dequantize_row(&a, &mut af);
+        let want = dot_f64(&wf, &af);
+        let scale: f64 = wf.iter().zip(&af).map(|(x, y)| (x * y).abs() as f64).sum();
+        let got = vec_dot(&w, &a) as f64;
+        assert!((got - want).abs() <= 1e-5 * scale, "{got} vs {want}");
+    }
+
+    #[test]
+    fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let y = generate_data(1.0, TEST_SIZE, 2.0);
+        let mut w = vec![BlockQ4_0::zeroed(); TEST_SIZE / QK4_0];
+        let mut a = vec![BlockQ8_0::zeroed(); TEST_SIZE / QK4_0];
+        quantize_row(&x, &mut w);
+        q8_0::quantize_row(&y, &mut a);
+        let got = vec_dot(&w, &a);
+        assert_dot_close(
+            got,
+            dot_f64(&x, &y),
+            TEST_SIZE,
+            MAX_DOT_PRODUCT_ERROR,
+            "q4_0",
+        );
+    }
+}

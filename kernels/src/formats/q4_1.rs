@@ -1,0 +1,170 @@
+//! Q4_1: 32 weights in 20 bytes (5 bits per weight), asymmetric.
+//!
+//! Layout (`block_q4_1` in ggml-common.h): `d: f16`, `m: f16`, then `qs: [u8; 16]`.
+//! Byte `j` holds element `j` in its low nibble and element `j + 16` in its high
+//! nibble; a nibble `q` decodes to `q * d + m`. Dot products pair it with [`BlockQ8_1`].
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::q8_1::BlockQ8_1;
+
+/// Elements per block.
+pub const QK4_1: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ4_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qs: [u8; QK4_1 / 2],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ4_1>() == 20);
+
+/// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
+/// `dequantize_row_q4_1`.
+pub fn dequantize_row(blocks: &[BlockQ4_1], out: &mut [f32]) {
+    assert_eq!(out.len(), blocks.len() * QK4_1);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK4_1)) {
+        let (d, m) = (b.d.to_f32(), b.m.to_f32());
+        for (j, &q) in b.qs.iter().enumerate() {
+            y[j] = (q & 0x0F) as f32 * d + m;
+            y[j + QK4_1 / 2] = (q >> 4) as f32 * d + m;
+        }
+    }
+}
+
+/// `quantize_row_q4_1_ref`: `m = min`, `d = (max - min) / 15`,
+/// `q = min(15, trunc((x - m)/d + 0.5))`.
+pub fn quantize_row(x: &[f32], out: &mut [BlockQ4_1]) {
+    assert_eq!(x.len(), out.len() * QK4_1);
+    for (xb, b) in x.chunks_exact(QK4_1).zip(out.iter_mut()) {
+        let (min, max) = min_max(xb);
+        let d = (max - min) / 15.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = f16::from_f32(d);
+        b.m = f16::from_f32(min);
+        let code = |v: f32| (((v - min) * id + 0.5) as i8).min(15) as u8;
+        for j in 0..QK4_1 / 2 {
+            b.qs[j] = code(xb[j]) | code(xb[j + QK4_1 / 2]) << 4;
+        }
+    }
+}
+
+/// The block's min and max, with ggml's comparisons (`v < min`, `v > max`) so NaN
+/// inputs are skipped the same way.
+pub(crate) fn min_max(xb: &[f32]) -> (f32, f32) {
+    let mut min = f32::MAX;
+    let mut max = -f32::MAX;
+    for &v in xb {
+        if v < min {
+            min = v;
+        }
+        if v > max {
+            max = v;
+        }
+    }
+    (min, max)
+}
+
+/// Scalar reference dot product of Q4_1 weights with Q8_1 activations
+/// (`ggml_vec_dot_q4_1_q8_1_generic`): `d_w*d_a*Σ(q_w*q_a) + m*s` per block.
+pub fn vec_dot(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    assert_eq!(w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..QK4_1 / 2 {
+            sumi += (x.qs[j] & 0x0F) as i32 * y.qs[j] as i32;
+            sumi += (x.qs[j] >> 4) as i32 * y.qs[j + QK4_1 / 2] as i32;
+        }
+        sumf += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+    }
+    sumf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{q8_1, test_util::*};
+    use super::*;
+
+    fn quantize(x: &[f32]) -> Vec<BlockQ4_1> {
+        let mut q = vec![BlockQ4_1::zeroed(); x.len() / QK4_1];
+        quantize_row(x, &mut q);
+        q
+    }
+
+    #[test]
+    fn decodes_a_hand_built_block() {
+        let mut b = BlockQ4_1::zeroed();
+        b.d = f16::from_f32(0.25);
+        b.m = f16::from_f32(-1.0);
+        b.qs[3] = 0x4F;
+        let mut y = [0.0; 32];
+        dequantize_row(&[b], &mut y);
+        assert_eq!((y[3], y[19], y[0]), (2.75, 0.0, -1.0));
+    }
+
+    #[test]
+    fn round_trip_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let mut y = vec![0.0; TEST_SIZE];
+        dequantize_row(&quantize(&x), &mut y);
+        let err = array_rmse(&x, &y);
+        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+    }
+
+    #[test]
+    fn random_round_trip_error_is_at_most_one_step() {
+        let mut rng = Rng::new(6);
+        let x: Vec<f32> = rng.vec(QK4_1 * 64, 3.0).iter().map(|v| v + 1.0).collect();
+        let mut y = vec![0.0; x.len()];
+        dequantize_row(&quantize(&x), &mut y);
+        for (xb, yb) in x.chunks(QK4_1).zip(y.chunks(QK4_1)) {
+            let (min, max) = min_max(xb);
+            let step = (max - min) / 15.0 + min.abs() / 1024.0;
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= step, "{a} -> {b}, step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn vec_dot_matches_dequantized_dot() {
+        let mut rng = Rng::new(7);
+        let n = QK4_1 * 40;
+        let w = random_blocks::<BlockQ4_1>(&mut rng, n / QK4_1, |b, r| {
+            b.d = r.scale_f16();
+            b.m = r.scale_f16();
+        });
+        let mut a = vec![BlockQ8_1::zeroed(); n / QK4_1];
+        q8_1::quantize_row(&rng.vec(n, 1.5), &mut a);
+        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
+        dequantize_row(&w, &mut wf);
+        q8_1::dequantize_row(&a, &mut af);
+        let want = dot_f64(&wf, &af);
+        // s is d*Σq rounded to fp16, so the min term m*s carries a 2^-11 relative error.
+        let scale: f64 = (0..n)
+            .map(|i| ((wf[i].abs() + w[i / QK4_1].m.to_f32().abs()) * af[i].abs()) as f64)
+            .sum();
+        let got = vec_dot(&w, &a) as f64;
+        assert!((got - want).abs() <= 1e-3 * scale, "{got} vs {want}");
+    }
+
+    #[test]
+    fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let y = generate_data(1.0, TEST_SIZE, 2.0);
+        let mut a = vec![BlockQ8_1::zeroed(); TEST_SIZE / QK4_1];
+        q8_1::quantize_row(&y, &mut a);
+        let got = vec_dot(&quantize(&x), &a);
+        assert_dot_close(
+            got,
+            dot_f64(&x, &y),
+            TEST_SIZE,
+            MAX_DOT_PRODUCT_ERROR,
+            "q4_1",
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! Q5_K: 256 weights in 176 bytes (5.5 bits per weight): Q4_K plus a fifth bit.
+//!
+//! Layout (`block_q5_K` in ggml-common.h): `d: f16`, `dmin: f16`, `scales: [u8; 12]`
+//! (as Q4_K, see [`scale_min_k4`]), `qh: [u8; 32]`, `qs: [u8; 128]`. The low 4 bits are
+//! placed as in Q4_K; the 5th bit of element `l` of sub-block `s` is bit `s` of
+//! `qh[l]`. Element decodes to `d*sc[s] * q - dmin*m[s]`. Pairs with [`BlockQ8K`].
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::kquant::{make_qkx2_quants, nearest_int, pack_scale_min_k4, scale_min_k4, QK_K};
+use super::q8_k::BlockQ8K;
+
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ5K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ5K>() == 176);
+
+/// The 256 unsigned 5-bit codes in element order.
+fn codes(b: &BlockQ5K) -> [u8; QK_K] {
+    let mut q = [0u8; QK_K];
+    for (i, group) in b.qs.chunks_exact(32).enumerate() {
+        for (l, &byte) in group.iter().enumerate() {
+            let h = b.qh[l] >> (2 * i);
+            q[64 * i + l] = (byte & 0xF) | ((h & 1) << 4);
+            q[64 * i + 32 + l] = (byte >> 4) | ((h & 2) << 3);
+        }
+    }
+    q
+}
+
+/// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
+/// `dequantize_row_q5_K`.
+pub fn dequantize_row(blocks: &[BlockQ5K], out: &mut [f32]) {
+    assert_eq!(out.len(), blocks.len() * QK_K);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
+        let q = codes(b);
+        for s in 0..8 {
+            let (sc, m) = scale_min_k4(s, &b.scales);
+            let (dl, ml) = (d * sc as f32, min * m as f32);
+            for l in 32 * s..32 * s + 32 {
+                y[l] = dl * q[l] as f32 - ml;
+            }
+        }
+    }
+}
+
+/// `quantize_row_q5_K_ref`: as Q4_K with 32 levels and a narrower scale search
+/// (`make_qkx2_quants(31, .., -0.5, 0.1, 15)`).
+pub fn quantize_row(x: &[f32], out: &mut [BlockQ5K]) {
+    assert_eq!(x.len(), out.len() * QK_K);
+    for (xb, b) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let mut l = [0u8; QK_K];
+        let mut scales = [0.0f32; 8];
+        let mut mins = [0.0f32; 8];
+        let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
+        for j in 0..8 {
+            let xs = &xb[32 * j..32 * j + 32];
+            let sum_x2 = xs.iter().fold(0.0f32, |s, v| s + v * v);
+            let av_x = (sum_x2 / 32.0).sqrt();
+            let weights: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
+            let l_sub = &mut l[32 * j..32 * j + 32];
+            (scales[j], mins[j]) = make_qkx2_quants(31, xs, &weights, l_sub, -0.5, 0.1, 15, false);
+            if scales[j] > max_scale {
+                max_scale = scales[j];
+            }
+            if mins[j] > max_min {
+                max_min = mins[j];
+            }
+        }
+        let inv_scale = if max_scale > 0.0 {
+            63.0 / max_scale
+        } else {
+            0.0
+        };
+        let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+        // ggml stores nearest_int into a uint8_t (wrapping) before MIN(63, ·).
+        let ls: [u8; 8] =
+            std::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
+        let lm: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
+        b.scales = pack_scale_min_k4(&ls, &lm);
+        b.d = f16::from_f32(max_scale / 63.0);
+        b.dmin = f16::from_f32(max_min / 63.0);
+
+        for j in 0..8 {
+            let (sc, m) = scale_min_k4(j, &b.scales);
+            let d = b.d.to_f32() * sc as f32;
+            if d == 0.0 {
+                continue;
+            }
+            let dm = b.dmin.to_f32() * m as f32;
+            for ii in 32 * j..32 * j + 32 {
+                l[ii] = nearest_int((xb[ii] + dm) / d).clamp(0, 31) as u8;
+            }
+        }
+        b.qh = [0; 32];
+        for (i, group) in b.qs.chunks_exact_mut(32).enumerate() {
+            for (k, byte) in group.iter_mut().enumerate() {
+                let (l1, l2) = (l[64 * i + k], l[64 * i + 32 + k]);
+                b.qh[k] |= ((l1 >> 4) << (2 * i)) | ((l2 >> 4) << (2 * i + 1));
+                *byte = (l1 & 0xF) | ((l2 & 0xF) << 4);
+            }
+        }
+    }
+}
+
+/// Scalar reference dot product of Q5_K weights with Q8_K activations, as Q4_K's.
+pub fn vec_dot(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
+    assert_eq!(w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let q = codes(x);
+        let (mut isum, mut msum) = (0i32, 0i32);
+        for s in 0..8 {
+            let (sc, m) = scale_min_k4(s, &x.scales);
+            let dot: i32 = (32 * s..32 * s + 32)
+                .map(|l| q[l] as i32 * y.qs[l] as i32)
+                .sum();
+            isum += sc as i32 * dot;
+            msum += m as i32 * (y.bsums[2 * s] as i32 + y.bsums[2 * s + 1] as i32);
+        }
+        sumf += x.d.to_f32() * y.d * isum as f32 - x.dmin.to_f32() * y.d * msum as f32;
+    }
+    sumf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{q8_k, test_util::*};
+    use super::*;
+
+    fn quantize(x: &[f32]) -> Vec<BlockQ5K> {
+        let mut q = vec![BlockQ5K::zeroed(); x.len() / QK_K];
+        quantize_row(x, &mut q);
+        q
+    }
+
+    #[test]
+    fn decodes_a_hand_built_block() {
+        let mut b = BlockQ5K::zeroed();
+        b.d = f16::from_f32(1.0);
+        b.dmin = f16::from_f32(1.0);
+        b.scales = pack_scale_min_k4(&[2; 8], &[3; 8]);
+        b.qs[96 + 4] = 0x05; // sub-block 6 (low nibbles of group 3), element 196
+        b.qh[4] = 1 << 6 | 1 << 7; // 5th bits of sub-blocks 6 and 7 at l = 4
+        let mut y = [0.0; QK_K];
+        dequantize_row(&[b], &mut y);
+        assert_eq!(y[196], 2.0 * 21.0 - 3.0);
+        assert_eq!(y[228], 2.0 * 16.0 - 3.0);
+        assert_eq!(y[4], -3.0);
+    }
+
+    #[test]
+    fn round_trip_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let mut y = vec![0.0; TEST_SIZE];
+        dequantize_row(&quantize(&x), &mut y);
+        let err = array_rmse(&x, &y);
+        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+    }
+
+    #[test]
+    fn random_round_trip_error_is_small() {
+        let mut rng = Rng::new(13);
+        let x = rng.vec(QK_K * 16, 1.0);
+        let mut y = vec![0.0; x.len()];
+        dequantize_row(&quantize(&x), &mut y);
+        for (a, b) in x.iter().zip(&y) {
+            assert!((a - b).abs() <= 2.0 / 31.0, "{a} -> {b}");
+        }
+    }
+
+    #[test]
+    fn vec_dot_matches_dequantized_dot() {
+        let mut rng = Rng::new(14);
+        let n = QK_K * 8;
+        let w = random_blocks::<BlockQ5K>(&mut rng, n / QK_K, |b, r| {
+            b.d = r.scale_f16();
+            b.dmin = r.scale_f16();
+        });
+        let mut a = vec![BlockQ8K::zeroed(); n / QK_K];
+        q8_k::quantize_row(&rng.vec(n, 1.5), &mut a);
+        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
+        dequantize_row(&w, &mut wf);
+        q8_k::dequantize_row(&a, &mut af);
+        let want = dot_f64(&wf, &af);
+        let scale: f64 = wf.iter().zip(&af).map(|(x, y)| (x * y).abs() as f64).sum();
+        let got = vec_dot(&w, &a) as f64;
+        assert!((got - want).abs() <= 1e-5 * scale, "{got} vs {want}");
+    }
+
+    #[test]
+    fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let y = generate_data(1.0, TEST_SIZE, 2.0);
+        let mut a = vec![BlockQ8K::zeroed(); TEST_SIZE / QK_K];
+        q8_k::quantize_row(&y, &mut a);
+        let got = vec_dot(&quantize(&x), &a);
+        assert_dot_close(
+            got,
+            dot_f64(&x, &y),
+            TEST_SIZE,
+            MAX_DOT_PRODUCT_ERROR,
+            "q5_k",
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! Q8_0: 32 values in 34 bytes (8.5 bits per value), symmetric. Both a weight format
+//! and the activation format paired with Q4_0, Q5_0, Q8_0 and IQ4_NL weights.
+//!
+//! Layout (`block_q8_0` in ggml-common.h): `d: f16` then `qs: [i8; 32]`, value `q * d`.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+/// Elements per block.
+pub const QK8_0: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ8_0 {
+    pub d: f16,
+    pub qs: [i8; QK8_0],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
+
+/// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
+/// `dequantize_row_q8_0`.
+pub fn dequantize_row(blocks: &[BlockQ8_0], out: &mut [f32]) {
+    assert_eq!(out.len(), blocks.len() * QK8_0);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK8_0)) {
+        let d = b.d.to_f32();
+        for (y, &q) in y.iter_mut().zip(&b.qs) {
+            *y = q as f32 * d;
+        }
+    }
+}
+
+/// `quantize_row_q8_0_ref`: `d = amax / 127`, `q = round(x / d)` (half away from zero).
+/// Used for weights and, on the fly, for activations.
+pub fn quantize_row(x: &[f32], out: &mut [BlockQ8_0]) {
+    assert_eq!(x.len(), out.len() * QK8_0);
+    for (xb, b) in x.chunks_exact(QK8_0).zip(out.iter_mut()) {
+        let amax = xb.iter().fold(0.0f32, |m, v| c_max(m, v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = f16::from_f32(d);
+        for (q, &v) in b.qs.iter_mut().zip(xb) {
+            *q = (v * id).round() as i8;
+        }
+    }
+}
+
+/// ggml's `MAX(a, b)` macro, `a > b ? a : b`, which differs from `f32::max` on NaN.
+pub(crate) fn c_max(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Scalar reference dot product of Q8_0 weights with Q8_0 activations
+/// (`ggml_vec_dot_q8_0_q8_0_generic`).
+pub fn vec_dot(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    assert_eq!(w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sumi: i32 =
+            x.qs.iter()
+                .zip(&y.qs)
+                .map(|(&p, &q)| p as i32 * q as i32)
+                .sum();
+        sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+    }
+    sumf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    fn quantize(x: &[f32]) -> Vec<BlockQ8_0> {
+        let mut q = vec![BlockQ8_0::zeroed(); x.len() / QK8_0];
+        quantize_row(x, &mut q);
+        q
+    }
+
+    #[test]
+    fn quantizes_a_known_block() {
+        let mut x = [0.0f32; 32];
+        x[0] = 127.0;
+        x[1] = -63.5; // a tie: rounds away from zero
+        x[2] = 0.49;
+        let q = quantize(&x);
+        assert_eq!(q[0].d.to_f32(), 1.0);
+        assert_eq!(&q[0].qs[..3], &[127, -64, 0]);
+    }
+
+    #[test]
+    fn round_trip_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let mut y = vec![0.0; TEST_SIZE];
+        dequantize_row(&quantize(&x), &mut y);
+        let err = array_rmse(&x, &y);
+        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+    }
+
+    #[test]
+    fn random_round_trip_error_is_at_most_half_a_step() {
+        let mut rng = Rng::new(3);
+        let x = rng.vec(QK8_0 * 64, 5.0);
+        let mut y = vec![0.0; x.len()];
+        dequantize_row(&quantize(&x), &mut y);
+        for (xb, yb) in x.chunks(QK8_0).zip(y.chunks(QK8_0)) {
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            // half a step, plus the fp16 rounding of d (2^-11 relative) times 127 steps
+            let tol = amax / 127.0 * (0.5 + 127.0 / 2048.0) * 1.001;
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= tol, "{a} -> {b}, tol {tol}");
+            }
+        }
+    }
+
+    #[test]
+    fn vec_dot_matches_dequantized_dot() {
+        let mut rng = Rng::new(4);
+        let n = QK8_0 * 40;
+        let (w, a) = (quantize(&rng.vec(n, 2.0)), quantize(&rng.vec(n, 1.0)));
+        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
+        dequantize_row(&w, &mut wf);
+        dequantize_row(&a, &mut af);
+        let want = dot_f64(&wf, &af);
+        let scale: f64 = wf.iter().zip(&af).map(|(x, y)| (x * y).abs() as f64).sum();
+        let got = vec_dot(&w, &a) as f64;
+        assert!((got - want).abs() <= 1e-5 * scale, "{got} vs {want}");
+    }
+
+    #[test]
+    fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let y = generate_data(1.0, TEST_SIZE, 2.0);
+        let got = vec_dot(&quantize(&x), &quantize(&y));
+        assert_dot_close(
+            got,
+            dot_f64(&x, &y),
+            TEST_SIZE,
+            MAX_DOT_PRODUCT_ERROR,
+            "q8_0",
+        );
+    }
+}

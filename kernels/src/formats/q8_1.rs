@@ -1,0 +1,90 @@
+//! Q8_1: the activation format paired with Q4_1 and Q5_1 weights. 32 values in 36 bytes.
+//!
+//! Layout (`block_q8_1` in ggml-common.h): `d: f16`, `s: f16`, then `qs: [i8; 32]`;
+//! value `q * d`. `s = d * Σq` lets an asymmetric weight block (`d_w * q_w + m`) add its
+//! min term as one product, `m * s`, instead of a second pass over the activations.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::q8_0::c_max;
+
+/// Elements per block.
+pub const QK8_1: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ8_1 {
+    pub d: f16,
+    pub s: f16,
+    pub qs: [i8; QK8_1],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == 36);
+
+/// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`): `q * d`, `s` unused.
+pub fn dequantize_row(blocks: &[BlockQ8_1], out: &mut [f32]) {
+    assert_eq!(out.len(), blocks.len() * QK8_1);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK8_1)) {
+        let d = b.d.to_f32();
+        for (y, &q) in y.iter_mut().zip(&b.qs) {
+            *y = q as f32 * d;
+        }
+    }
+}
+
+/// `quantize_row_q8_1_ref`: as Q8_0 (`d = amax/127`, `q = round(x/d)`), plus
+/// `s = fp16(Σq * d)`.
+pub fn quantize_row(x: &[f32], out: &mut [BlockQ8_1]) {
+    assert_eq!(x.len(), out.len() * QK8_1);
+    for (xb, b) in x.chunks_exact(QK8_1).zip(out.iter_mut()) {
+        let amax = xb.iter().fold(0.0f32, |m, v| c_max(m, v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = f16::from_f32(d);
+        let mut sum = 0i32;
+        for (q, &v) in b.qs.iter_mut().zip(xb) {
+            *q = (v * id).round() as i8;
+            sum += *q as i32;
+        }
+        b.s = f16::from_f32(sum as f32 * d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{q8_0, test_util::*};
+    use super::*;
+
+    #[test]
+    fn matches_q8_0_and_carries_the_scaled_sum() {
+        let mut rng = Rng::new(5);
+        let x = rng.vec(QK8_1 * 16, 2.0);
+        let mut q1 = vec![BlockQ8_1::zeroed(); 16];
+        let mut q0 = vec![q8_0::BlockQ8_0::zeroed(); 16];
+        quantize_row(&x, &mut q1);
+        q8_0::quantize_row(&x, &mut q0);
+        for ((a, b), xb) in q1.iter().zip(&q0).zip(x.chunks(QK8_1)) {
+            assert_eq!((a.d, a.qs), (b.d, b.qs));
+            let sum: i32 = a.qs.iter().map(|&q| q as i32).sum();
+            // ggml scales the sum by the f32 d, before its rounding to fp16
+            let d = xb.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0;
+            assert_eq!(a.s, f16::from_f32(sum as f32 * d));
+        }
+        let (mut y1, mut y0) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        dequantize_row(&q1, &mut y1);
+        q8_0::dequantize_row(&q0, &mut y0);
+        assert_eq!(y1, y0);
+    }
+
+    #[test]
+    fn round_trip_within_llama_cpp_bound() {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let mut q = vec![BlockQ8_1::zeroed(); TEST_SIZE / QK8_1];
+        quantize_row(&x, &mut q);
+        let mut y = vec![0.0; TEST_SIZE];
+        dequantize_row(&q, &mut y);
+        let err = array_rmse(&x, &y);
+        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+    }
+}
