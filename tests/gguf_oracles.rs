@@ -21,7 +21,11 @@ fn canon(v: &Value<'_>) -> String {
         Value::F32(x) => (*x as f64).to_bits().to_string(),
         Value::F64(x) => x.to_bits().to_string(),
         Value::Array(_) => unreachable!("arrays are summarised"),
-        other => other.as_i64().map(|i| i.to_string()).or_else(|| other.as_u64().map(|u| u.to_string())).unwrap(),
+        other => other
+            .as_i64()
+            .map(|i| i.to_string())
+            .or_else(|| other.as_u64().map(|u| u.to_string()))
+            .unwrap(),
     }
 }
 
@@ -31,16 +35,26 @@ fn check_against_python(path: &std::path::Path) {
     let want: Json = serde_json::from_str(&out).expect("oracle JSON");
     let name = path.display();
 
-    assert_eq!(want["alignment"].as_u64(), Some(g.alignment()), "{name}: alignment");
+    assert_eq!(
+        want["alignment"].as_u64(),
+        Some(g.alignment()),
+        "{name}: alignment"
+    );
     let meta = want["metadata"].as_object().unwrap();
     assert_eq!(meta.len(), g.n_kv(), "{name}: metadata count");
     for (key, v) in g.metadata() {
-        let w = &meta.get(key).unwrap_or_else(|| panic!("{name}: oracle lacks key {key}"));
+        let w = &meta
+            .get(key)
+            .unwrap_or_else(|| panic!("{name}: oracle lacks key {key}"));
         match &v {
             Value::Array(a) => {
                 assert_eq!(w["type"], "array", "{name}: {key} type");
                 assert_eq!(w["len"].as_u64(), Some(a.len()), "{name}: {key} length");
-                assert_eq!(w["elem_type"], a.elem_type().name(), "{name}: {key} element type");
+                assert_eq!(
+                    w["elem_type"],
+                    a.elem_type().name(),
+                    "{name}: {key} element type"
+                );
                 let mut h = Sha256::new();
                 let mut head = Vec::new();
                 for e in a.iter() {
@@ -52,11 +66,19 @@ fn check_against_python(path: &std::path::Path) {
                     h.update(t.as_bytes());
                 }
                 assert_eq!(Json::Array(head), w["head"], "{name}: {key} first elements");
-                assert_eq!(w["hash"].as_str(), Some(format!("{:x}", h.finalize()).as_str()), "{name}: {key} elements");
+                assert_eq!(
+                    w["hash"].as_str(),
+                    Some(format!("{:x}", h.finalize()).as_str()),
+                    "{name}: {key} elements"
+                );
             }
             _ => {
                 assert_eq!(w["type"], v.value_type().name(), "{name}: {key} type");
-                assert_eq!(w["value"].as_str(), Some(canon(&v).as_str()), "{name}: {key} value");
+                assert_eq!(
+                    w["value"].as_str(),
+                    Some(canon(&v).as_str()),
+                    "{name}: {key} value"
+                );
             }
         }
     }
@@ -65,11 +87,31 @@ fn check_against_python(path: &std::path::Path) {
     assert_eq!(tensors.len(), g.tensors().len(), "{name}: tensor count");
     for (t, w) in g.tensors().iter().zip(tensors) {
         assert_eq!(w["name"], t.name.as_str(), "{name}: tensor order");
-        assert_eq!(w["type_id"].as_u64(), Some(t.ggml_type.id() as u64), "{name}: {} type", t.name);
-        let dims: Vec<u64> = w["dims"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+        assert_eq!(
+            w["type_id"].as_u64(),
+            Some(t.ggml_type.id() as u64),
+            "{name}: {} type",
+            t.name
+        );
+        let dims: Vec<u64> = w["dims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
         assert_eq!(dims, t.dims, "{name}: {} dims", t.name);
-        assert_eq!(w["offset"].as_u64(), Some(g.data_start() + t.offset), "{name}: {} offset", t.name);
-        assert_eq!(w["bytes"].as_u64(), Some(t.size), "{name}: {} bytes", t.name);
+        assert_eq!(
+            w["offset"].as_u64(),
+            Some(g.data_start() + t.offset),
+            "{name}: {} offset",
+            t.name
+        );
+        assert_eq!(
+            w["bytes"].as_u64(),
+            Some(t.size),
+            "{name}: {} bytes",
+            t.name
+        );
     }
 }
 
@@ -120,11 +162,26 @@ fn reader_agrees_with_gguf_rs_lib() {
             }
         };
         let name = path.display();
-        assert_eq!(theirs.tensor_data_offset(), ours.data_start(), "{name}: data offset");
-        assert_eq!(theirs.tensor_count(), ours.tensors().len(), "{name}: tensor count");
+        assert_eq!(
+            theirs.tensor_data_offset(),
+            ours.data_start(),
+            "{name}: data offset"
+        );
+        assert_eq!(
+            theirs.tensor_count(),
+            ours.tensors().len(),
+            "{name}: tensor count"
+        );
         for t in ours.tensors() {
-            let w = theirs.get_tensor_info(&t.name).unwrap_or_else(|| panic!("{name}: gguf-rs-lib lacks {}", t.name));
-            assert_eq!(w.tensor_type() as u32, t.ggml_type.id(), "{name}: {} type", t.name);
+            let w = theirs
+                .get_tensor_info(&t.name)
+                .unwrap_or_else(|| panic!("{name}: gguf-rs-lib lacks {}", t.name));
+            assert_eq!(
+                w.tensor_type() as u32,
+                t.ggml_type.id(),
+                "{name}: {} type",
+                t.name
+            );
             assert_eq!(w.shape().dims(), &t.dims[..], "{name}: {} dims", t.name);
             assert_eq!(w.data_offset(), t.offset, "{name}: {} offset", t.name);
             assert_eq!(w.expected_data_size(), t.size, "{name}: {} size", t.name);
@@ -132,13 +189,28 @@ fn reader_agrees_with_gguf_rs_lib() {
         let meta = theirs.metadata();
         assert_eq!(meta.data.len(), ours.n_kv(), "{name}: metadata count");
         for (key, v) in ours.metadata() {
-            let w = meta.get(key).unwrap_or_else(|| panic!("{name}: gguf-rs-lib lacks {key}"));
+            let w = meta
+                .get(key)
+                .unwrap_or_else(|| panic!("{name}: gguf-rs-lib lacks {key}"));
             assert!(rs_lib_value_eq(&v, w), "{name}: {key} differs");
         }
         compared.push(path);
     }
     let mut log = std::io::stderr();
-    writeln!(log, "gguf-rs-lib compared {} files; refused {}: {:#?}", compared.len(), refused.len(), refused).ok();
-    assert!(compared.contains(&common::smollm2()) && compared.contains(&common::gemma3()), "both models compared: {refused:?}");
-    assert!(compared.len() >= 10, "gguf-rs-lib read too few files to be an oracle: {refused:#?}");
+    writeln!(
+        log,
+        "gguf-rs-lib compared {} files; refused {}: {:#?}",
+        compared.len(),
+        refused.len(),
+        refused
+    )
+    .ok();
+    assert!(
+        compared.contains(&common::smollm2()) && compared.contains(&common::gemma3()),
+        "both models compared: {refused:?}"
+    );
+    assert!(
+        compared.len() >= 10,
+        "gguf-rs-lib read too few files to be an oracle: {refused:#?}"
+    );
 }

@@ -49,9 +49,17 @@ fn writer_output_round_trips_every_value_type() {
         .kv("strs", MetaValue::strings(["a", "", "ccc"]))
         .kv(
             "nested",
-            MetaValue::Array(ValueType::Array, vec![MetaValue::i32s([1, 2]), MetaValue::i32s([]), MetaValue::i32s([3])]),
+            MetaValue::Array(
+                ValueType::Array,
+                vec![
+                    MetaValue::i32s([1, 2]),
+                    MetaValue::i32s([]),
+                    MetaValue::i32s([3]),
+                ],
+            ),
         );
-    w.tensor("w", GgmlType::Q8_0, &[64, 3], vec![1u8; 34 * 2 * 3]).unwrap();
+    w.tensor("w", GgmlType::Q8_0, &[64, 3], vec![1u8; 34 * 2 * 3])
+        .unwrap();
     w.tensor("n", GgmlType::F32, &[5], vec![0u8; 20]).unwrap();
     let g = parse(w.to_bytes().unwrap()).unwrap();
     assert_eq!(g.version(), 3);
@@ -67,24 +75,55 @@ fn writer_output_round_trips_every_value_type() {
     assert_eq!(g.get_u64("u64").unwrap(), u64::MAX);
     assert_eq!(g.get("i64"), Some(Value::I64(i64::MIN)));
     assert_eq!(g.get("f64"), Some(Value::F64(-0.25)));
-    let strs: Vec<String> = g.get("strs").unwrap().as_array().unwrap().strings().unwrap().map(|s| s.into_owned()).collect();
+    let strs: Vec<String> = g
+        .get("strs")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .strings()
+        .unwrap()
+        .map(|s| s.into_owned())
+        .collect();
     assert_eq!(strs, ["a", "", "ccc"]);
     let nested = g.get("nested").unwrap();
-    let inner: Vec<Vec<i64>> = nested.as_array().unwrap().iter().map(|v| v.as_array().unwrap().to_i64_vec().unwrap()).collect();
+    let inner: Vec<Vec<i64>> = nested
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_array().unwrap().to_i64_vec().unwrap())
+        .collect();
     assert_eq!(inner, vec![vec![1, 2], vec![], vec![3]]);
     let (info, data) = g.tensor("w").unwrap();
-    assert_eq!((info.ggml_type, info.dims.as_slice(), data.len()), (GgmlType::Q8_0, &[64u64, 3][..], 204));
+    assert_eq!(
+        (info.ggml_type, info.dims.as_slice(), data.len()),
+        (GgmlType::Q8_0, &[64u64, 3][..], 204)
+    );
     assert!(data.iter().all(|&b| b == 1));
     assert_eq!(g.tensor_data(g.tensor_info("n").unwrap()).len(), 20);
-    assert_eq!((g.data_start() + g.tensor_info("n").unwrap().offset) % 32, 0);
-    assert!(matches!(g.tensor("missing"), Err(GgufError::MissingTensor(_))));
-    assert!(matches!(g.get_str("u8"), Err(GgufError::WrongValueType { .. })));
+    assert_eq!(
+        (g.data_start() + g.tensor_info("n").unwrap().offset) % 32,
+        0
+    );
+    assert!(matches!(
+        g.tensor("missing"),
+        Err(GgufError::MissingTensor(_))
+    ));
+    assert!(matches!(
+        g.get_str("u8"),
+        Err(GgufError::WrongValueType { .. })
+    ));
 }
 
 #[test]
 fn bad_magic_and_versions() {
-    assert!(matches!(parse(b"GGU".to_vec()), Err(GgufError::BadMagic { .. })));
-    assert!(matches!(parse(b"GGML\x03\0\0\0".to_vec()), Err(GgufError::BadMagic { .. })));
+    assert!(matches!(
+        parse(b"GGU".to_vec()),
+        Err(GgufError::BadMagic { .. })
+    ));
+    assert!(matches!(
+        parse(b"GGML\x03\0\0\0".to_vec()),
+        Err(GgufError::BadMagic { .. })
+    ));
     assert!(matches!(parse(vec![]), Err(GgufError::BadMagic { .. })));
     for v in [0u32, 1, 4, u32::MAX] {
         assert!(matches!(parse(header(v, 0, 0)), Err(GgufError::UnsupportedVersion(x)) if x == v));
@@ -95,9 +134,18 @@ fn bad_magic_and_versions() {
 
 #[test]
 fn absurd_counts_fail_before_allocating() {
-    assert!(matches!(parse(header(3, 0, u64::MAX)), Err(GgufError::AbsurdCount { .. })));
-    assert!(matches!(parse(header(3, u64::MAX, 0)), Err(GgufError::AbsurdCount { .. })));
-    assert!(matches!(parse(header(3, 1 << 40, 0)), Err(GgufError::AbsurdCount { .. })));
+    assert!(matches!(
+        parse(header(3, 0, u64::MAX)),
+        Err(GgufError::AbsurdCount { .. })
+    ));
+    assert!(matches!(
+        parse(header(3, u64::MAX, 0)),
+        Err(GgufError::AbsurdCount { .. })
+    ));
+    assert!(matches!(
+        parse(header(3, 1 << 40, 0)),
+        Err(GgufError::AbsurdCount { .. })
+    ));
     // An array claiming 2^60 u32 elements.
     let mut b = header(3, 0, 1);
     push_str(&mut b, b"arr");
@@ -128,7 +176,10 @@ fn deep_nesting_and_unknown_value_types() {
     push_str(&mut b, b"k");
     b.extend_from_slice(&13u32.to_le_bytes());
     let e = parse(b).err().unwrap();
-    assert!(matches!(e, GgufError::UnknownValueType { type_id: 13, .. }), "{e}");
+    assert!(
+        matches!(e, GgufError::UnknownValueType { type_id: 13, .. }),
+        "{e}"
+    );
     assert!(e.to_string().contains("\"k\""));
 }
 
@@ -167,7 +218,12 @@ fn duplicate_keys_and_tensors() {
 
 #[test]
 fn alignment_must_be_a_power_of_two_u32() {
-    for bad in [MetaValue::U32(0), MetaValue::U32(48), MetaValue::U64(32), MetaValue::String("32".into())] {
+    for bad in [
+        MetaValue::U32(0),
+        MetaValue::U32(48),
+        MetaValue::U64(32),
+        MetaValue::String("32".into()),
+    ] {
         let mut b = header(3, 0, 1);
         push_str(&mut b, b"general.alignment");
         b.extend_from_slice(&(bad.value_type() as u32).to_le_bytes());
@@ -177,7 +233,10 @@ fn alignment_must_be_a_power_of_two_u32() {
             MetaValue::String(s) => push_str(&mut b, s.as_bytes()),
             _ => unreachable!(),
         }
-        assert!(matches!(parse(b), Err(GgufError::BadAlignment(_))), "{bad:?}");
+        assert!(
+            matches!(parse(b), Err(GgufError::BadAlignment(_))),
+            "{bad:?}"
+        );
     }
     let mut w = GgufWriter::new();
     w.kv("general.alignment", MetaValue::U32(64));
@@ -202,14 +261,23 @@ fn tensor_info_errors_name_the_tensor() {
 
     let mut b = base.clone(); // n_dims = 5
     b[at..at + 4].copy_from_slice(&5u32.to_le_bytes());
-    assert!(matches!(parse(b), Err(GgufError::TooManyDims { n_dims: 5, .. })));
+    assert!(matches!(
+        parse(b),
+        Err(GgufError::TooManyDims { n_dims: 5, .. })
+    ));
 
     let mut b = base.clone(); // type id 4 was removed from ggml
     let ty_at = at + 4 + 16;
     b[ty_at..ty_at + 4].copy_from_slice(&4u32.to_le_bytes());
     let e = parse(b).err().unwrap();
-    assert!(matches!(e, GgufError::UnknownTensorType { type_id: 4, .. }), "{e}");
-    assert!(e.to_string().contains("\"t\"") && e.to_string().contains('4'), "{e}");
+    assert!(
+        matches!(e, GgufError::UnknownTensorType { type_id: 4, .. }),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("\"t\"") && e.to_string().contains('4'),
+        "{e}"
+    );
 
     let mut b = base.clone(); // first dim 33 is not whole q4_0 blocks
     b[at + 4..at + 12].copy_from_slice(&33u64.to_le_bytes());
@@ -238,7 +306,7 @@ fn tensor_info_errors_name_the_tensor() {
 }
 
 #[test]
-fn overlapping_tensors_are_rejected() {
+fn overlapping_or_out_of_order_tensors_are_rejected() {
     let mut w = GgufWriter::new();
     w.tensor("a", GgmlType::F32, &[16], vec![0; 64]).unwrap();
     w.tensor("b", GgmlType::F32, &[16], vec![0; 64]).unwrap();
@@ -248,5 +316,19 @@ fn overlapping_tensors_are_rejected() {
     let at = b.windows(9).position(|x| x == pat).unwrap() + 9 + 4 + 8 + 4;
     assert_eq!(u64::from_le_bytes(b[at..at + 8].try_into().unwrap()), 64);
     b[at..at + 8].copy_from_slice(&32u64.to_le_bytes());
-    assert!(matches!(parse(b), Err(GgufError::OverlappingTensors { .. })));
+    assert!(matches!(
+        parse(b.clone()),
+        Err(GgufError::UnexpectedOffset { .. })
+    ));
+    // A gap (b moved from 64 to 96, still inside the file) is refused as llama.cpp does.
+    b[at..at + 8].copy_from_slice(&96u64.to_le_bytes());
+    b.extend_from_slice(&[0u8; 64]);
+    assert!(matches!(
+        parse(b),
+        Err(GgufError::UnexpectedOffset {
+            offset: 96,
+            expected: 64,
+            ..
+        })
+    ));
 }

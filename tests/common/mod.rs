@@ -10,14 +10,20 @@ pub fn cache_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("POCKET_CACHE") {
         return PathBuf::from(p);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".cache").join("pocket")
 }
 
 /// A fixture file under the cache; panics with the command that fetches it when missing.
 pub fn fixture(rel: &str) -> PathBuf {
     let p = cache_dir().join(rel);
-    assert!(p.exists(), "fixture {} is missing: run `bash tests/fixtures.sh` first", p.display());
+    assert!(
+        p.exists(),
+        "fixture {} is missing: run `bash tests/fixtures.sh` first",
+        p.display()
+    );
     p
 }
 
@@ -41,7 +47,11 @@ pub fn vocab_ggufs() -> Vec<PathBuf> {
         })
         .collect();
     v.sort();
-    assert!(v.len() >= 10, "expected the sdist's vocab files in {}", dir.display());
+    assert!(
+        v.len() >= 10,
+        "expected the sdist's vocab files in {}",
+        dir.display()
+    );
     v
 }
 
@@ -55,9 +65,20 @@ pub fn python() -> PathBuf {
 
 /// Runs a Python script of `tests/oracle/` and returns its stdout.
 pub fn run_oracle(script: &str, args: &[&std::ffi::OsStr]) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/oracle").join(script);
-    let out = Command::new(python()).arg(&path).args(args).output().expect("run python oracle");
-    assert!(out.status.success(), "{} failed: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/oracle")
+        .join(script);
+    let out = Command::new(python())
+        .arg(&path)
+        .args(args)
+        .output()
+        .expect("run python oracle");
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("oracle output is UTF-8")
 }
 

@@ -78,8 +78,12 @@ pub enum GgufError {
         data_len: u64,
     },
 
-    #[error("tensors {first:?} and {second:?} overlap in the data section")]
-    OverlappingTensors { first: String, second: String },
+    #[error("tensor {name:?}: data offset {offset}, expected {expected} (tensors must follow one another in header order, each at the next aligned offset, as llama.cpp requires)")]
+    UnexpectedOffset {
+        name: String,
+        offset: u64,
+        expected: u64,
+    },
 
     #[error("metadata key {key:?}: expected {expected}, found {found}")]
     WrongValueType {

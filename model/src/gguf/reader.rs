@@ -310,8 +310,12 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<TensorInfo> {
     })
 }
 
-/// Every tensor aligned, inside the data section, and disjoint from the others.
+/// Every tensor aligned and inside the data section, stored in header order with each one
+/// at the aligned end of the one before. The GGUF spec leaves room for gaps, but llama.cpp
+/// (gguf.cpp) rejects any other placement, and so do we: it also rules out overlaps, and a
+/// corrupted dimension that shrinks a tensor cannot go unnoticed.
 fn check_tensor_placement(tensors: &[TensorInfo], alignment: u64, data_len: u64) -> Result<()> {
+    let mut expected = 0u64;
     for t in tensors {
         if t.offset % alignment != 0 {
             return Err(GgufError::MisalignedTensor {
@@ -332,17 +336,15 @@ fn check_tensor_placement(tensors: &[TensorInfo], alignment: u64, data_len: u64)
                 })
             }
         }
-    }
-    let mut order: Vec<usize> = (0..tensors.len()).collect();
-    order.sort_by_key(|&i| tensors[i].offset);
-    for w in order.windows(2) {
-        let (a, b) = (&tensors[w[0]], &tensors[w[1]]);
-        if a.size > 0 && b.size > 0 && a.offset + a.size > b.offset {
-            return Err(GgufError::OverlappingTensors {
-                first: a.name.clone(),
-                second: b.name.clone(),
+        if t.offset != expected {
+            return Err(GgufError::UnexpectedOffset {
+                name: t.name.clone(),
+                offset: t.offset,
+                expected,
             });
         }
+        // end <= data_len <= u64::MAX - alignment after the checks above, so this fits.
+        expected = (t.offset + t.size).div_ceil(alignment) * alignment;
     }
     Ok(())
 }

@@ -48,13 +48,25 @@ impl MetaValue {
     }
 
     pub fn strings<S: Into<String>>(items: impl IntoIterator<Item = S>) -> MetaValue {
-        MetaValue::Array(ValueType::String, items.into_iter().map(|s| MetaValue::String(s.into())).collect())
+        MetaValue::Array(
+            ValueType::String,
+            items
+                .into_iter()
+                .map(|s| MetaValue::String(s.into()))
+                .collect(),
+        )
     }
     pub fn i32s(items: impl IntoIterator<Item = i32>) -> MetaValue {
-        MetaValue::Array(ValueType::I32, items.into_iter().map(MetaValue::I32).collect())
+        MetaValue::Array(
+            ValueType::I32,
+            items.into_iter().map(MetaValue::I32).collect(),
+        )
     }
     pub fn f32s(items: impl IntoIterator<Item = f32>) -> MetaValue {
-        MetaValue::Array(ValueType::F32, items.into_iter().map(MetaValue::F32).collect())
+        MetaValue::Array(
+            ValueType::F32,
+            items.into_iter().map(MetaValue::F32).collect(),
+        )
     }
 
     fn write_payload(&self, out: &mut Vec<u8>) -> io::Result<()> {
@@ -78,7 +90,11 @@ impl MetaValue {
                     if it.value_type() != *elem {
                         return Err(io::Error::new(
                             io::ErrorKind::InvalidInput,
-                            format!("array of {} holds a {}", elem.name(), it.value_type().name()),
+                            format!(
+                                "array of {} holds a {}",
+                                elem.name(),
+                                it.value_type().name()
+                            ),
                         ));
                     }
                     it.write_payload(out)?;
@@ -110,7 +126,11 @@ pub struct GgufWriter {
 
 impl Default for GgufWriter {
     fn default() -> Self {
-        GgufWriter { kvs: Vec::new(), tensors: Vec::new(), alignment: DEFAULT_ALIGNMENT }
+        GgufWriter {
+            kvs: Vec::new(),
+            tensors: Vec::new(),
+            alignment: DEFAULT_ALIGNMENT,
+        }
     }
 }
 
@@ -137,7 +157,13 @@ impl GgufWriter {
     }
 
     /// Adds a tensor; `data` must hold exactly the bytes its type and dims need.
-    pub fn tensor(&mut self, name: impl Into<String>, ty: GgmlType, dims: &[u64], data: Vec<u8>) -> io::Result<&mut Self> {
+    pub fn tensor(
+        &mut self,
+        name: impl Into<String>,
+        ty: GgmlType,
+        dims: &[u64],
+        data: Vec<u8>,
+    ) -> io::Result<&mut Self> {
         let name = name.into();
         let n0 = dims.first().copied().unwrap_or(1);
         let rows: u64 = dims.iter().skip(1).product();
@@ -145,10 +171,18 @@ impl GgufWriter {
         if want != Some(data.len() as u64) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("tensor {name}: {ty} {dims:?} needs {want:?} bytes, got {}", data.len()),
+                format!(
+                    "tensor {name}: {ty} {dims:?} needs {want:?} bytes, got {}",
+                    data.len()
+                ),
             ));
         }
-        self.tensors.push(PendingTensor { name, ty, dims: dims.to_vec(), data });
+        self.tensors.push(PendingTensor {
+            name,
+            ty,
+            dims: dims.to_vec(),
+            data,
+        });
         Ok(self)
     }
 
