@@ -1,0 +1,351 @@
+//! The tokenizer against llama.cpp: its own test vectors (`models/ggml-vocab-*.gguf` with
+//! `.inp`/`.out`, as `tests/test-tokenizer-0.cpp` runs them) and `llama-tokenize` on the
+//! real fixture models.
+//!
+//! Fixtures come from `bash tests/fixtures.sh` (cache dir `$POCKET_CACHE`, default
+//! `~/.cache/pocket`); a missing one fails the test with that instruction.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use pocket_model::gguf::GgufFile;
+use pocket_model::tokenizer::Tokenizer;
+
+fn cache_dir() -> PathBuf {
+    match std::env::var_os("POCKET_CACHE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
+        }
+    }
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    let p = cache_dir().join(rel);
+    assert!(
+        p.exists(),
+        "missing fixture {}: run `bash tests/fixtures.sh` first",
+        p.display()
+    );
+    p
+}
+
+fn load(path: &Path) -> Tokenizer {
+    let g = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Tokenizer::from_gguf(&g).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `read_tests` of test-tokenizer-0.cpp.
+fn read_tests(inp: &Path, out: &Path) -> Vec<(String, Vec<u32>)> {
+    let raw = std::fs::read_to_string(inp).unwrap();
+    let outs = std::fs::read_to_string(out).unwrap();
+    let sep = "\n__ggml_vocab_test__\n";
+    let mut inputs = Vec::new();
+    let mut pos = 0;
+    while pos < raw.len() {
+        match raw[pos..].find(sep) {
+            Some(rel) => {
+                inputs.push(raw[pos..pos + rel].to_string());
+                pos += rel + sep.len();
+            }
+            None => {
+                inputs.push(raw[pos..].to_string());
+                break;
+            }
+        }
+    }
+    let lines: Vec<&str> = outs.lines().collect();
+    assert_eq!(
+        inputs.len(),
+        lines.len(),
+        "{}: input and output files have different numbers of tests",
+        inp.display()
+    );
+    inputs
+        .into_iter()
+        .zip(lines)
+        .map(|(s, o)| {
+            let ids = o
+                .split_whitespace()
+                .map(|t| t.parse().expect("token id"))
+                .collect();
+            (s, ids)
+        })
+        .collect()
+}
+
+fn show(tok: &Tokenizer, ids: &[u32]) -> String {
+    ids.iter()
+        .map(|&id| {
+            format!(
+                "{id} {:?}",
+                String::from_utf8_lossy(&tok.token_to_piece(id))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Runs every case of `ggml-vocab-{name}.gguf`; returns (passed, total).
+fn check_vocab(name: &str, roundtrip: bool) -> (usize, usize) {
+    let base = format!("llama.cpp/models/ggml-vocab-{name}.gguf");
+    let gguf = fixture(&base);
+    let inp = fixture(&format!("{base}.inp"));
+    let out = fixture(&format!("{base}.out"));
+
+    let t0 = Instant::now();
+    let tok = load(&gguf);
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+
+    let cases = read_tests(&inp, &out);
+    let mut failures = Vec::new();
+    let mut rt_failures = Vec::new();
+    for (text, expected) in &cases {
+        // test-tokenizer-0: common_tokenize(ctx, text, add_special = false, parse_special = false)
+        let got = tok.encode(text, false, false);
+        if &got != expected {
+            failures.push(format!(
+                "  input    {text:?}\n  expected [{}]\n  got      [{}]",
+                show(&tok, expected),
+                show(&tok, &got)
+            ));
+        }
+        if roundtrip {
+            let back = tok.decode(&got);
+            if &back != text {
+                rt_failures.push(format!("  {text:?} → {back:?}"));
+            }
+        }
+    }
+    let passed = cases.len() - failures.len();
+    eprintln!(
+        "ggml-vocab-{name}: {passed}/{} cases match (load {load_ms:.1} ms, {} tokens)",
+        cases.len(),
+        tok.n_vocab()
+    );
+    assert!(
+        failures.is_empty(),
+        "ggml-vocab-{name}: {} of {} cases differ from llama.cpp; first ones:\n{}",
+        failures.len(),
+        cases.len(),
+        failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        rt_failures.is_empty(),
+        "ggml-vocab-{name}: decode(encode(x)) != x for {} inputs:\n{}",
+        rt_failures.len(),
+        rt_failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    (passed, cases.len())
+}
+
+macro_rules! vocab_test {
+    ($fn:ident, $name:expr, $roundtrip:expr) => {
+        #[test]
+        fn $fn() {
+            check_vocab($name, $roundtrip);
+        }
+    };
+}
+
+// byte-level BPE: the pieces are the input bytes, so decoding gives the input back
+vocab_test!(vocab_qwen2, "qwen2", true);
+vocab_test!(vocab_qwen35, "qwen35", true);
+vocab_test!(vocab_llama_bpe, "llama-bpe", true);
+vocab_test!(vocab_gpt_2, "gpt-2", true);
+vocab_test!(vocab_starcoder, "starcoder", true);
+vocab_test!(vocab_refact, "refact", true);
+vocab_test!(vocab_command_r, "command-r", true);
+vocab_test!(vocab_mpt, "mpt", true);
+vocab_test!(vocab_falcon, "falcon", true);
+vocab_test!(vocab_deepseek_coder, "deepseek-coder", true);
+vocab_test!(vocab_deepseek_llm, "deepseek-llm", true);
+// SentencePiece: the space prefix makes decode differ from the input
+vocab_test!(vocab_llama_spm, "llama-spm", false);
+vocab_test!(vocab_phi_3, "phi-3", false);
+// gemma4: BPE over raw UTF-8 with ▁ for spaces
+vocab_test!(vocab_gemma_4, "gemma-4", true);
+
+// ---------------------------------------------------------------------------------------------
+// real models
+
+const SMOLLM: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const GEMMA: &str = "models/gemma-3-270m-q4_k_m.gguf";
+
+/// Prompts for the real models (no backslashes: llama-tokenize processes escapes).
+const PROMPTS: &[&str] = &[
+    "Hello world",
+    " Hello, world! How are you?",
+    "The quick brown fox jumps over the lazy dog.\n\nIt's 2024-05-17 and 1234567 people said \"hi\".",
+    "    indented code:\n\tfn main() { println!(\"{}\", 42); }\n",
+    "Ünïcödé: naïve café, 你好世界, こんにちは, Привет мир, 🦙🚀✅ and ★",
+    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<start_of_turn>user\nWrite a haiku.<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><eos><|endoftext|> raw specials and <unk> too",
+    "multiple   spaces\t\ttabs\r\nand CRLF   ",
+];
+
+#[test]
+fn smollm2_metadata() {
+    let tok = load(&fixture(SMOLLM));
+    assert_eq!(tok.model_name(), "gpt2");
+    assert_eq!(tok.pre_name(), "smollm");
+    assert_eq!(tok.n_vocab(), 49152);
+    assert_eq!(tok.bos(), Some(1));
+    assert_eq!(tok.eos(), Some(2));
+    assert!(!tok.add_bos());
+    assert!(tok.is_eog(2), "<|im_end|> ends generation");
+    assert!(tok.is_eog(0), "<|endoftext|> ends generation");
+    assert!(!tok.is_eog(1));
+    let ids = tok.encode("<|im_start|>user\nHi<|im_end|>", false, true);
+    assert_eq!(ids.first(), Some(&1));
+    assert_eq!(ids.last(), Some(&2));
+    // without parse_special the markers are plain text
+    let plain = tok.encode("<|im_start|>", false, false);
+    assert!(plain.len() > 1);
+    assert_eq!(tok.decode(&plain), "<|im_start|>");
+    for p in PROMPTS {
+        assert_eq!(tok.decode(&tok.encode(p, false, true)), *p);
+    }
+}
+
+#[test]
+fn gemma3_metadata() {
+    let tok = load(&fixture(GEMMA));
+    assert_eq!(tok.model_name(), "llama");
+    assert_eq!(tok.bos(), Some(2));
+    assert_eq!(tok.eos(), Some(1));
+    assert!(tok.add_bos());
+    assert!(!tok.add_space_prefix());
+    let eot = tok
+        .token_id("<end_of_turn>")
+        .expect("<end_of_turn> in vocab");
+    assert!(tok.is_eog(eot));
+    assert!(tok.is_eog(1));
+    let ids = tok.encode("Hello world", true, true);
+    assert_eq!(ids[0], 2);
+    assert_eq!(tok.decode(&ids[1..]), "Hello world");
+}
+
+#[test]
+fn load_time_large_vocab() {
+    // qwen2: 151,936 tokens and 151,387 merges
+    let path = fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
+    let g = GgufFile::open(&path).unwrap();
+    let t0 = Instant::now();
+    let tok = Tokenizer::from_gguf(&g).unwrap();
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    eprintln!(
+        "qwen2 vocab: {} tokens, {} merges in {ms:.1} ms",
+        tok.n_vocab(),
+        tok.n_merges()
+    );
+    // generous for an unoptimised or loaded machine; release builds take a fraction of it
+    assert!(ms < 2000.0, "loading the qwen2 vocabulary took {ms:.0} ms");
+}
+
+#[test]
+fn stream_decoding_matches_decode() {
+    use pocket_model::tokenizer::StreamDecoder;
+    let tok = load(&fixture(GEMMA));
+    let text = "Ünïcödé 🦙🚀 你好 <0xFF> done";
+    let ids = tok.encode(text, false, false);
+    let mut d = StreamDecoder::new();
+    let mut s = String::new();
+    for &id in &ids {
+        let part = d.push(&tok, id, true);
+        s.push_str(&part);
+    }
+    s.push_str(&d.finish());
+    assert_eq!(s, tok.decode(&ids));
+}
+
+fn llama_tokenize_bin() -> PathBuf {
+    let p = cache_dir().join("llama.cpp-build/bin/llama-tokenize");
+    assert!(
+        p.exists(),
+        "{} is missing: build llama.cpp's llama-tokenize (the provisioning script builds it into \
+         $POCKET_CACHE/llama.cpp-build) to compare pocket's tokenizer with it",
+        p.display()
+    );
+    p
+}
+
+/// Token ids from `llama-tokenize` (BOS as the model wants, special tokens parsed).
+fn llama_tokenize(bin: &Path, model: &Path, text: &str) -> Vec<u32> {
+    let dir = std::env::temp_dir().join(format!("pocket-tok-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("prompt.txt");
+    std::fs::write(&file, text).unwrap();
+    let out = std::process::Command::new(bin)
+        .arg("-m")
+        .arg(model)
+        .arg("-f")
+        .arg(&file)
+        .args(["--ids", "--log-disable"])
+        .output()
+        .expect("run llama-tokenize");
+    assert!(
+        out.status.success(),
+        "llama-tokenize failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('['))
+        .unwrap_or_else(|| panic!("no id list in llama-tokenize output:\n{stdout}"));
+    line.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().expect("token id"))
+        .collect()
+}
+
+fn compare_with_llama_tokenize(model_rel: &str) {
+    let bin = llama_tokenize_bin();
+    let model = fixture(model_rel);
+    let tok = load(&model);
+    let mut failures = Vec::new();
+    for p in PROMPTS {
+        let expected = llama_tokenize(&bin, &model, p);
+        let got = tok.encode(p, tok.add_bos(), true);
+        if got != expected {
+            failures.push(format!(
+                "  input    {p:?}\n  expected [{}]\n  got      [{}]",
+                show(&tok, &expected),
+                show(&tok, &got)
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{model_rel}: {} of {} prompts differ from llama-tokenize:\n{}",
+        failures.len(),
+        PROMPTS.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn smollm2_matches_llama_tokenize() {
+    compare_with_llama_tokenize(SMOLLM);
+}
+
+#[test]
+fn gemma3_matches_llama_tokenize() {
+    compare_with_llama_tokenize(GEMMA);
+}
