@@ -3,6 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::OnceLock;
 
 use super::pretokenize::PreTokenizer;
 use super::unicode::byte_to_char;
@@ -12,8 +13,9 @@ use super::{StrTable, Vocab};
 pub(crate) struct Merges {
     arena: String,
     offs: Vec<u32>,
-    /// merge strings → rank (first occurrence wins, as `bpe_ranks.emplace`)
-    table: StrTable,
+    /// merge strings → rank (first occurrence wins, as `bpe_ranks.emplace`); built on first
+    /// use, so that loading a model stays fast
+    table: OnceLock<StrTable>,
 }
 
 impl Merges {
@@ -29,17 +31,25 @@ impl Merges {
             }
             offs.push(arena.len() as u32);
         }
-        let count = offs.len() - 1;
-        let mut table = StrTable::with_capacity(count);
-        for i in 0..count {
-            let s = &arena[offs[i] as usize..offs[i + 1] as usize];
-            if !s.is_empty() {
-                table.insert(s, i as u32, false, |id| {
-                    &arena[offs[id as usize] as usize..offs[id as usize + 1] as usize]
-                });
-            }
+        Merges {
+            arena,
+            offs,
+            table: OnceLock::new(),
         }
-        Merges { arena, offs, table }
+    }
+
+    fn table(&self) -> &StrTable {
+        self.table.get_or_init(|| {
+            let count = self.len();
+            let mut table = StrTable::with_capacity(count);
+            for i in 0..count as u32 {
+                let s = self.text(i);
+                if !s.is_empty() {
+                    table.insert(s, i, false, |id| self.text(id));
+                }
+            }
+            table
+        })
     }
 
     fn text(&self, id: u32) -> &str {
@@ -56,7 +66,7 @@ impl Merges {
         buf.push_str(left);
         buf.push(' ');
         buf.push_str(right);
-        self.table.find(buf, |id| self.text(id))
+        self.table().find(buf, |id| self.text(id))
     }
 }
 

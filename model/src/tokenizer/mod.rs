@@ -75,13 +75,14 @@ const K_MERGES: &str = "tokenizer.ggml.merges";
 // string → id hash table over strings stored elsewhere
 
 /// Open-addressing table of ids whose strings live in an arena: no per-string allocation,
-/// so 150K tokens index in a few milliseconds.
+/// and each slot keeps 32 bits of the hash so that probing rarely touches the arena.
 pub(crate) struct StrTable {
-    slots: Vec<u32>,
+    /// `hash_hi32 << 32 | id`, or `EMPTY`
+    slots: Vec<u64>,
     mask: usize,
 }
 
-const EMPTY: u32 = u32::MAX;
+const EMPTY: u64 = u64::MAX;
 
 #[inline]
 fn hash_bytes(b: &[u8]) -> u64 {
@@ -104,7 +105,7 @@ fn hash_bytes(b: &[u8]) -> u64 {
 
 impl StrTable {
     pub fn with_capacity(n: usize) -> Self {
-        let cap = (n * 2).next_power_of_two().max(16);
+        let cap = (n + n / 2).next_power_of_two().max(16);
         StrTable {
             slots: vec![EMPTY; cap],
             mask: cap - 1,
@@ -113,16 +114,18 @@ impl StrTable {
 
     /// Inserts `id` under `s`; an existing entry is replaced only if `overwrite`.
     pub fn insert<'k>(&mut self, s: &str, id: u32, overwrite: bool, key: impl Fn(u32) -> &'k str) {
-        let mut i = hash_bytes(s.as_bytes()) as usize & self.mask;
+        let h = hash_bytes(s.as_bytes());
+        let tag = h & 0xFFFF_FFFF_0000_0000;
+        let mut i = h as usize & self.mask;
         loop {
             let cur = self.slots[i];
             if cur == EMPTY {
-                self.slots[i] = id;
+                self.slots[i] = tag | id as u64;
                 return;
             }
-            if key(cur) == s {
+            if cur & 0xFFFF_FFFF_0000_0000 == tag && key(cur as u32) == s {
                 if overwrite {
-                    self.slots[i] = id;
+                    self.slots[i] = tag | id as u64;
                 }
                 return;
             }
@@ -131,14 +134,16 @@ impl StrTable {
     }
 
     pub fn find<'k>(&self, s: &str, key: impl Fn(u32) -> &'k str) -> Option<u32> {
-        let mut i = hash_bytes(s.as_bytes()) as usize & self.mask;
+        let h = hash_bytes(s.as_bytes());
+        let tag = h & 0xFFFF_FFFF_0000_0000;
+        let mut i = h as usize & self.mask;
         loop {
             let cur = self.slots[i];
             if cur == EMPTY {
                 return None;
             }
-            if key(cur) == s {
-                return Some(cur);
+            if cur & 0xFFFF_FFFF_0000_0000 == tag && key(cur as u32) == s {
+                return Some(cur as u32);
             }
             i = (i + 1) & self.mask;
         }
