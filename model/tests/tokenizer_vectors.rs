@@ -295,8 +295,8 @@ fn llama_tokenize_bin() -> PathBuf {
     p
 }
 
-/// Token ids from `llama-tokenize` (BOS as the model wants, special tokens parsed).
-fn llama_tokenize(bin: &Path, model: &Path, text: &str) -> Vec<u32> {
+/// Token ids from `llama-tokenize` (BOS as the model wants).
+fn llama_tokenize(bin: &Path, model: &Path, text: &str, parse_special: bool) -> Vec<u32> {
     let dir = std::env::temp_dir().join(format!("pocket-tok-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("prompt.txt");
@@ -306,7 +306,8 @@ fn llama_tokenize(bin: &Path, model: &Path, text: &str) -> Vec<u32> {
         .arg(model)
         .arg("-f")
         .arg(&file)
-        .args(["--ids", "--log-disable"])
+        .args(["--ids", "--log-disable", "--no-escape"])
+        .args((!parse_special).then_some("--no-parse-special"))
         .output()
         .expect("run llama-tokenize");
     assert!(
@@ -329,14 +330,15 @@ fn llama_tokenize(bin: &Path, model: &Path, text: &str) -> Vec<u32> {
         .collect()
 }
 
-fn compare_with_llama_tokenize(model_rel: &str) {
+fn compare_with_llama_tokenize(model_rel: &str, prompts: &[&str], parse_special: bool) {
     let bin = llama_tokenize_bin();
     let model = fixture(model_rel);
     let tok = load(&model);
     let mut failures = Vec::new();
-    for p in PROMPTS {
-        let expected = llama_tokenize(&bin, &model, p);
-        let got = tok.encode(p, tok.add_bos(), true);
+    for p in prompts {
+        let expected = llama_tokenize(&bin, &model, p, parse_special);
+        // llama-tokenize: common_tokenize(vocab, prompt, add_special = add_bos, parse_special)
+        let got = tok.encode(p, tok.add_bos(), parse_special);
         if got != expected {
             failures.push(format!(
                 "  input    {p:?}\n  expected [{}]\n  got      [{}]",
@@ -347,19 +349,80 @@ fn compare_with_llama_tokenize(model_rel: &str) {
     }
     assert!(
         failures.is_empty(),
-        "{model_rel}: {} of {} prompts differ from llama-tokenize:\n{}",
+        "{model_rel} (parse_special = {parse_special}): {} of {} prompts differ from \
+         llama-tokenize:\n{}",
         failures.len(),
-        PROMPTS.len(),
+        prompts.len(),
         failures.join("\n")
     );
 }
 
+/// The inputs of llama.cpp's qwen2 test vectors (varied scripts, spacing, digits, code).
+fn vector_inputs() -> Vec<String> {
+    let base = "llama.cpp/models/ggml-vocab-qwen2.gguf";
+    read_tests(
+        &fixture(&format!("{base}.inp")),
+        &fixture(&format!("{base}.out")),
+    )
+    .into_iter()
+    .map(|(s, _)| s)
+    .collect()
+}
+
+/// All vector inputs in one `llama-tokenize` run (loading a vocabulary takes a second):
+/// joined by the EOS text and parsed with `parse_special`, each input is tokenized on its
+/// own, so the ids split at EOS give the per-input results.
+fn compare_vector_inputs(model_rel: &str) {
+    let bin = llama_tokenize_bin();
+    let model = fixture(model_rel);
+    let tok = load(&model);
+    let eos = tok.eos().expect("model has EOS");
+    let sep = tok.token_text(eos).unwrap().to_string();
+    let inputs = vector_inputs();
+    assert!(inputs.iter().all(|s| !s.contains(&sep)));
+    let joined = inputs.join(&sep);
+    let expected = llama_tokenize(&bin, &model, &joined, true);
+    let got = tok.encode(&joined, tok.add_bos(), true);
+    if got == expected {
+        return;
+    }
+    let split = |ids: &[u32]| -> Vec<Vec<u32>> {
+        let body = if tok.add_bos() { &ids[1..] } else { ids };
+        body.split(|&id| id == eos).map(<[u32]>::to_vec).collect()
+    };
+    let (e, g) = (split(&expected), split(&got));
+    let mut failures = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        let (ei, gi) = (
+            e.get(i).cloned().unwrap_or_default(),
+            g.get(i).cloned().unwrap_or_default(),
+        );
+        if ei != gi {
+            failures.push(format!(
+                "  input    {input:?}\n  expected [{}]\n  got      [{}]",
+                show(&tok, &ei),
+                show(&tok, &gi)
+            ));
+        }
+    }
+    panic!(
+        "{model_rel}: tokens differ from llama-tokenize on the vector inputs:\n{}",
+        failures.join("\n")
+    );
+}
+
+fn compare_all(model_rel: &str) {
+    compare_with_llama_tokenize(model_rel, PROMPTS, true);
+    compare_with_llama_tokenize(model_rel, PROMPTS, false);
+    compare_vector_inputs(model_rel);
+}
+
 #[test]
 fn smollm2_matches_llama_tokenize() {
-    compare_with_llama_tokenize(SMOLLM);
+    compare_all(SMOLLM);
 }
 
 #[test]
 fn gemma3_matches_llama_tokenize() {
-    compare_with_llama_tokenize(GEMMA);
+    compare_all(GEMMA);
 }
