@@ -426,3 +426,182 @@ fn smollm2_matches_llama_tokenize() {
 fn gemma3_matches_llama_tokenize() {
     compare_all(GEMMA);
 }
+
+/// Pieces that stress the pre-tokenizers: every script class, digits of other systems,
+/// combining marks, odd whitespace, contractions, byte-token look-alikes, partial specials.
+const FUZZ_PIECES: &[&str] = &[
+    " ",
+    "  ",
+    "   ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\n\n",
+    "\r",
+    "a",
+    "Hello",
+    "WORLD",
+    "'s",
+    "'LL",
+    "'",
+    "'ve",
+    "123",
+    "4567890",
+    "½",
+    "٣٤",
+    "²",
+    "Ⅻ",
+    "é",
+    "e\u{301}",
+    "ß",
+    "Ä",
+    "ǅ",
+    "你好",
+    "こんにちは",
+    "한국어",
+    "Привет",
+    "ελληνικά",
+    "עברית",
+    "हिन्दी",
+    "ไทย",
+    "🦙",
+    "😶‍🌫️",
+    "✅",
+    "▁",
+    "<0x41>",
+    "<|im_",
+    "im_end|>",
+    "<s",
+    "/s>",
+    "...",
+    "!?",
+    "—",
+    "«»",
+    "\u{a0}",
+    "\u{3000}",
+    "\u{200b}",
+    "\u{feff}",
+    "\u{1}",
+    "$",
+    "+",
+    "<=>",
+    "^~|`",
+    "\\",
+    "{}",
+    "()",
+    "0x1F",
+    "\u{E000}",
+    "\u{10FFFD}",
+    "µ",
+    "ﬁ",
+    "Ａ",
+    "１２",
+    "・",
+    "、",
+    "。",
+];
+
+fn fuzz_inputs(n: usize, seed: u64) -> Vec<String> {
+    let mut x = seed;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..n)
+        .map(|_| {
+            let k = 1 + next() as usize % 12;
+            (0..k)
+                .map(|_| FUZZ_PIECES[next() as usize % FUZZ_PIECES.len()])
+                .collect::<String>()
+        })
+        .collect()
+}
+
+/// Random mixed-script strings through pocket and llama-tokenize, on every vocabulary:
+/// all in one run per vocabulary, joined by a control token (see `compare_vector_inputs`).
+#[test]
+fn fuzz_matches_llama_tokenize() {
+    let bin = llama_tokenize_bin();
+    let inputs = fuzz_inputs(300, 0x9E37_79B9_7F4A_7C15);
+    let mut models: Vec<String> = [
+        "qwen2",
+        "qwen35",
+        "llama-bpe",
+        "gpt-2",
+        "starcoder",
+        "refact",
+        "command-r",
+        "mpt",
+        "falcon",
+        "deepseek-coder",
+        "deepseek-llm",
+        "llama-spm",
+        "phi-3",
+        "gemma-4",
+    ]
+    .iter()
+    .map(|n| format!("llama.cpp/models/ggml-vocab-{n}.gguf"))
+    .collect();
+    models.push(SMOLLM.to_string());
+    models.push(GEMMA.to_string());
+
+    let mut report = Vec::new();
+    for rel in &models {
+        let model = fixture(rel);
+        let tok = load(&model);
+        // a control token to join the inputs with
+        let sep = tok
+            .eos()
+            .into_iter()
+            .chain(0..tok.n_vocab() as u32)
+            .find(|&id| {
+                tok.token_attr(id).unwrap() & pocket_model::tokenizer::attr::CONTROL != 0
+                    && tok.token_text(id).unwrap().len() > 2
+                    && inputs
+                        .iter()
+                        .all(|s| !s.contains(tok.token_text(id).unwrap()))
+            })
+            .expect("a control token");
+        let joined = inputs.join(tok.token_text(sep).unwrap());
+        let expected = llama_tokenize(&bin, &model, &joined, true);
+        let got = tok.encode(&joined, tok.add_bos(), true);
+        eprintln!(
+            "{rel}: {} ids from llama-tokenize, {} from pocket, separator {:?}",
+            expected.len(),
+            got.len(),
+            tok.token_text(sep).unwrap()
+        );
+        if got == expected {
+            continue;
+        }
+        let split = |ids: &[u32]| -> Vec<Vec<u32>> {
+            ids.split(|&id| id == sep).map(<[u32]>::to_vec).collect()
+        };
+        let (e, g) = (split(&expected), split(&got));
+        let mut n_bad = 0;
+        for (i, input) in inputs.iter().enumerate() {
+            let (ei, gi) = (
+                e.get(i).cloned().unwrap_or_default(),
+                g.get(i).cloned().unwrap_or_default(),
+            );
+            if ei != gi {
+                n_bad += 1;
+                if n_bad <= 3 {
+                    report.push(format!(
+                        "{rel}\n  input    {input:?}\n  expected [{}]\n  got      [{}]",
+                        show(&tok, &ei),
+                        show(&tok, &gi)
+                    ));
+                }
+            }
+        }
+        report.push(format!("{rel}: {n_bad} of {} inputs differ", inputs.len()));
+    }
+    assert!(
+        report.is_empty(),
+        "pocket differs from llama-tokenize:\n{}",
+        report.join("\n")
+    );
+}
