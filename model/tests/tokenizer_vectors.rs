@@ -297,9 +297,12 @@ fn llama_tokenize_bin() -> PathBuf {
 
 /// Token ids from `llama-tokenize` (BOS as the model wants).
 fn llama_tokenize(bin: &Path, model: &Path, text: &str, parse_special: bool) -> Vec<u32> {
+    // one file per call: the tests run in parallel threads of one process
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("pocket-tok-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("prompt.txt");
+    let file = dir.join(format!("prompt-{n}.txt"));
     std::fs::write(&file, text).unwrap();
     let out = std::process::Command::new(bin)
         .arg("-m")
@@ -310,6 +313,7 @@ fn llama_tokenize(bin: &Path, model: &Path, text: &str, parse_special: bool) -> 
         .args((!parse_special).then_some("--no-parse-special"))
         .output()
         .expect("run llama-tokenize");
+    let _ = std::fs::remove_file(&file);
     assert!(
         out.status.success(),
         "llama-tokenize failed: {}",

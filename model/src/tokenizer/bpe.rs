@@ -70,6 +70,10 @@ impl Merges {
     }
 }
 
+/// (rank, left, right, left length, right length): the queue pops the lowest rank, then
+/// the leftmost pair, as llama.cpp's `llm_bigram_bpe::comparator`.
+type QueuedBigram = (u32, i32, i32, usize, usize);
+
 #[derive(Clone, Copy)]
 struct Symbol {
     prev: i32,
@@ -94,7 +98,7 @@ impl BpeSession<'_> {
         let mut buf = String::new();
         let mut word_enc = String::new();
         let mut symbols: Vec<Symbol> = Vec::new();
-        let mut heap: BinaryHeap<Reverse<(u32, i32, i32, usize, usize)>> = BinaryHeap::new();
+        let mut heap: BinaryHeap<Reverse<QueuedBigram>> = BinaryHeap::new();
 
         for word in self.pre.split(text) {
             let word: &str = if self.byte_encode {
@@ -120,8 +124,7 @@ impl BpeSession<'_> {
                     n: word.len(),
                 });
             } else {
-                let mut idx = 0i32;
-                for (start, ch) in word.char_indices() {
+                for (idx, (start, ch)) in (0i32..).zip(word.char_indices()) {
                     let n = ch.len_utf8();
                     symbols.push(Symbol {
                         prev: idx - 1,
@@ -129,7 +132,6 @@ impl BpeSession<'_> {
                         start,
                         n,
                     });
-                    idx += 1;
                 }
             }
 

@@ -525,7 +525,8 @@ impl Tokenizer {
         // special token ids from the metadata
         let n_tokens = vocab.len() as u64;
         {
-            let keys: [(&'static str, fn(&mut SpecialIds) -> &mut Option<u32>); 17] = [
+            type Field = fn(&mut SpecialIds) -> &mut Option<u32>;
+            let keys: [(&'static str, Field); 17] = [
                 ("tokenizer.ggml.bos_token_id", |s| &mut s.bos),
                 ("tokenizer.ggml.eos_token_id", |s| &mut s.eos),
                 ("tokenizer.ggml.eot_token_id", |s| &mut s.eot),
@@ -985,7 +986,7 @@ fn clean_spaces(text: &mut Vec<u8>) {
                 total -= 1;
             } else if i + 2 < total3 {
                 let x2 = text[i + 2];
-                if (x1 == b'r' && x2 == b'e') || (x1 == b'v' && x2 == b'e') {
+                if (x1 == b'r' || x1 == b'v') && x2 == b'e' {
                     total -= 1;
                 }
             }

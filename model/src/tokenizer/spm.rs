@@ -47,8 +47,7 @@ impl Ord for Bigram {
 /// Tokenizes `text` (spaces already escaped to ▁) into `out`.
 pub(crate) fn tokenize(vocab: &Vocab, text: &str, out: &mut Vec<u32>) {
     let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
-    let mut idx = 0i32;
-    for (start, ch) in text.char_indices() {
+    for (idx, (start, ch)) in (0i32..).zip(text.char_indices()) {
         let n = ch.len_utf8();
         symbols.push(Symbol {
             prev: idx - 1,
@@ -56,7 +55,6 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &str, out: &mut Vec<u32>) {
             start,
             n,
         });
-        idx += 1;
     }
 
     let mut heap = BinaryHeap::new();
