@@ -9,6 +9,14 @@
 //! Special tokens in the prompt are split out first ([`special`]). Decoding goes token by
 //! token through [`Tokenizer::token_to_piece`], which yields bytes: a piece may end inside a
 //! UTF-8 sequence, so streaming output goes through a [`StreamDecoder`].
+//!
+//! Supported `tokenizer.ggml.pre` values: default, llama3/llama-bpe (and falcon3, pixtral,
+//! lfm2, dbrx, smaug-bpe, chatglm-bpe, glm4, ...), qwen2 (and deepseek-r1-qwen, stablelm2,
+//! hunyuan, megrez, ...), qwen35, gpt-2 (and mpt, olmo, phi-2, jais, roberta-bpe, ...),
+//! starcoder/smollm/refact/command-r/codeshell/exaone, deepseek-llm, deepseek-coder, falcon,
+//! bloom/poro-chat/gpt3-finnish, viking, laguna, gemma4. Others (tekken, gpt-4o, llama4,
+//! seed-coder, kimi-k2, ...) fail with [`TokenizerError::UnsupportedPreTokenizer`].
+//! Tokenizer models bert (WPM), t5 (UGM), rwkv and plamo2 are not supported.
 
 mod bpe;
 mod pretokenize;
@@ -1063,6 +1071,13 @@ impl StreamDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokenizer_is_shareable() {
+        fn check<T: Send + Sync>() {}
+        check::<Tokenizer>();
+        check::<StreamDecoder>();
+    }
 
     #[test]
     fn str_table() {
