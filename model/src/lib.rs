@@ -4,3 +4,4 @@
 //! (pocket-kernels) → forward step → logits → sampler.
 
 pub mod gguf;
+pub mod tokenizer;

@@ -1,0 +1,811 @@
+//! BPE pre-tokenizers: split a text fragment into words before merging, as llama.cpp's
+//! `unicode_regex_split` does.
+//!
+//! llama.cpp runs a list of expressions per `tokenizer.ggml.pre`, each one re-splitting the
+//! pieces of the previous. The common ones (gpt2, llama3, qwen2, qwen35, newline runs) have
+//! hand-written matchers in unicode.cpp, ported here line for line. The others go through
+//! `std::regex` on a "collapsed" text, where every code point ≥ 128 is replaced by one byte
+//! standing for its category (0xD1 number, 0xD2 letter, ...) and `\p{X}` in the expression by
+//! a class of that byte plus its ASCII members; we do the same with `regex::bytes`. Expressions
+//! without `\p{..}` run on the code points (non-ASCII whitespace replaced by U+000B).
+//!
+//! Pre-tokenizers whose expressions need look-around outside the hand-written matchers
+//! (tekken, gpt-4o, seed-coder, ...) are reported as unsupported.
+
+use super::unicode::{flags, to_lower, Flags};
+use super::TokenizerError;
+
+const GPT2_RE: &str =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
+const LLAMA3_RE: &str = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const QWEN2_RE: &str = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const QWEN35_RE: &str = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const NEWLINES_RE: &str = "[^\\n]+|[\\n]+";
+
+/// The expressions of a pre-tokenizer type, as in `llm_tokenizer_bpe`'s constructor.
+fn expressions(kind: PreKind) -> &'static [&'static str] {
+    use PreKind::*;
+    match kind {
+        Default => &[
+            "[\\p{P}\\$\\+<=>\\^~\\|]+",
+            GPT2_RE,
+            "\\p{N}+",
+            "[0-9][0-9][0-9]",
+        ],
+        Llama3 => &[LLAMA3_RE],
+        DeepseekLlm => &[
+            "[\r\n]",
+            "\\s?[A-Za-z\u{B5}\u{C0}-\u{D6}\u{D8}-\u{F6}\u{F8}-\u{1BA}\u{1BC}-\u{1BF}\u{1C4}-\u{293}\u{295}-\u{2AF}\u{370}-\u{373}\u{376}\u{377}\u{37B}-\u{37D}\u{37F}\u{386}\u{388}-\u{38A}\u{38C}\u{38E}-\u{3A1}\u{3A3}-\u{3F5}\u{3F7}-\u{481}\u{48A}-\u{52F}\u{531}-\u{556}\u{10A0}-\u{10C5}\u{13A0}-\u{13F5}\u{13F8}-\u{13FD}\u{1C90}-\u{1CBA}\u{1CBD}-\u{1CBF}\u{1D00}-\u{1D2B}\u{1D6B}-\u{1D77}\u{1D79}-\u{1D9A}\u{1E00}-\u{1F15}\u{1F18}-\u{1F1D}\u{1F20}-\u{1F45}\u{1F48}-\u{1F4D}\u{1F50}-\u{1F57}\u{1F59}\u{1F5B}\u{1F5D}\u{1F5F}-\u{1F7D}\u{1F80}-\u{1FB4}\u{1FB6}-\u{1FBC}\u{1FBE}\u{1FC2}-\u{1FC4}\u{1FC6}-\u{1FCC}\u{1FD0}-\u{1FD3}\u{1FD6}-\u{1FDB}\u{1FE0}-\u{1FEC}\u{1FF2}-\u{1FF4}\u{1FF6}-\u{1FFC}\u{2102}\u{2107}\u{210A}-\u{2113}\u{2115}\u{2119}-\u{211D}\u{2124}\u{2126}\u{2128}\u{212A}-\u{212D}\u{212F}-\u{2134}\u{2139}\u{213C}-\u{213F}\u{2145}-\u{2149}\u{214E}\u{2183}\u{2184}\u{2C00}-\u{2C7B}\u{2C7E}-\u{2CE4}\u{2CEB}-\u{2CEE}\u{2CF2}\u{2CF3}\u{A640}-\u{A66D}\u{A680}-\u{A69B}\u{A722}-\u{A76F}\u{A771}-\u{A787}\u{A78B}-\u{A78E}\u{AB70}-\u{ABBF}\u{FB00}-\u{FB06}\u{FB13}-\u{FB17}\u{FF21}-\u{FF3A}\u{FF41}-\u{FF5A}\u{10400}-\u{1044F}\u{104B0}-\u{104D3}\u{104D8}-\u{104FB}\u{10C80}-\u{10CB2}\u{10CC0}-\u{10CF2}\u{118A0}-\u{118DF}\u{1E900}-\u{1E943}]+",
+            "\\s?[!-/:-~\u{FF01}-\u{FF0F}\u{FF1A}-\u{FF5E}\u{2018}-\u{201F}\u{3000}-\u{3002}]+",
+            "\\s+$",
+            "[\u{4E00}-\u{9FA5}\u{800}-\u{4E00}\u{AC00}-\u{D7FF}]+",
+            "\\p{N}+",
+        ],
+        DeepseekCoder => &[
+            "[\r\n]",
+            "\\s?\\p{L}+",
+            "\\s?\\p{P}+",
+            "[\u{4E00}-\u{9FA5}\u{800}-\u{4E00}\u{AC00}-\u{D7FF}]+",
+            "\\p{N}",
+        ],
+        Falcon => &[
+            "[\\p{P}\\$\\+<=>\\^~\\|`]+",
+            GPT2_RE,
+            "[0-9][0-9][0-9]",
+        ],
+        Starcoder => &["\\p{N}", GPT2_RE],
+        Gpt2 => &[GPT2_RE],
+        Qwen2 => &[QWEN2_RE],
+        Qwen35 => &[QWEN35_RE],
+        Bloom => &[" ?[^(\\s|.,!?\u{2026}\u{3002}\u{FF0C}\u{3001}\u{964}\u{6D4}\u{60C})]+"],
+        Viking => &[" ?[^(\\s|.,!?\u{2026}\u{3002}\u{FF0C}\u{3001}\u{964}\u{6D4}\u{60C})]+", "\\p{N}"],
+        Laguna => &[NEWLINES_RE, QWEN2_RE],
+        Gemma4 => &[NEWLINES_RE],
+    }
+}
+
+/// The supported pre-tokenizer types (llama.cpp's `LLAMA_VOCAB_PRE_TYPE_*`, grouped by the
+/// expressions they share).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreKind {
+    Default,
+    Llama3,
+    DeepseekLlm,
+    DeepseekCoder,
+    Falcon,
+    /// starcoder, refact, command-r, smollm, codeshell, exaone, minerva, mellum2
+    Starcoder,
+    /// gpt-2, mpt, olmo, jais, trillion, granite-docling, phi-2, roberta-bpe, ...
+    Gpt2,
+    /// qwen2, stablelm2, hunyuan, solar-open, megrez, ...
+    Qwen2,
+    Qwen35,
+    /// poro-chat, bloom, gpt3-finnish
+    Bloom,
+    Viking,
+    Laguna,
+    /// SPM-style BPE on raw UTF-8 (tokenizer model `gemma4`)
+    Gemma4,
+}
+
+/// Per-name settings llama.cpp applies along with the pre-tokenizer type.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PreConfig {
+    pub kind: PreKind,
+    pub clean_spaces: bool,
+    pub ignore_merges: bool,
+    /// Some pre-tokenizers force `add_bos` before the metadata is read (it can override).
+    pub add_bos: Option<bool>,
+    /// `chatglm-bpe`, `glm4`: no BOS by default.
+    pub no_bos: bool,
+    pub escape_whitespaces: bool,
+}
+
+/// Maps `tokenizer.ggml.pre` to its settings (`llama_vocab::impl::load`).
+pub(crate) fn config_for(pre: &str) -> Result<PreConfig, TokenizerError> {
+    use PreKind::*;
+    let mut c = PreConfig {
+        kind: Default,
+        clean_spaces: true,
+        ignore_merges: false,
+        add_bos: None,
+        no_bos: false,
+        escape_whitespaces: false,
+    };
+    match pre {
+        "" | "default" => {}
+        "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
+        | "lfm2" | "jina-v5-nano" => {
+            c.kind = Llama3;
+            c.ignore_merges = true;
+            c.add_bos = Some(true);
+        }
+        "dbrx" | "smaug-bpe" => c.kind = Llama3,
+        "chatglm-bpe" => {
+            c.kind = Llama3;
+            c.no_bos = true;
+        }
+        "glm4" | "glm5" => {
+            c.kind = Llama3;
+            c.no_bos = true;
+            c.ignore_merges = true;
+        }
+        "deepseek-llm" => {
+            c.kind = DeepseekLlm;
+            c.clean_spaces = false;
+        }
+        "deepseek-coder" => {
+            c.kind = DeepseekCoder;
+            c.clean_spaces = false;
+        }
+        "falcon" => c.kind = Falcon,
+        "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
+            c.kind = Starcoder
+        }
+        "command-r" | "smollm" => {
+            c.kind = Starcoder;
+            c.clean_spaces = false;
+        }
+        "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
+        | "a.x-4.0" | "mellum" | "modern-bert" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe"
+        | "exaone4" | "mpt" | "olmo" | "jais" => c.kind = Gpt2,
+        "trillion" | "granite-docling" => {
+            c.kind = Gpt2;
+            c.clean_spaces = false;
+        }
+        "stablelm2" | "megrez" => c.kind = Qwen2,
+        "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
+            c.kind = Qwen2;
+            c.clean_spaces = false;
+        }
+        "qwen35" => {
+            c.kind = Qwen35;
+            c.clean_spaces = false;
+        }
+        "poro-chat" => {
+            c.kind = Bloom;
+            c.clean_spaces = false;
+        }
+        "bloom" | "gpt3-finnish" => c.kind = Bloom,
+        "viking" => {
+            c.kind = Viking;
+            c.clean_spaces = false;
+        }
+        "laguna" => {
+            c.kind = Laguna;
+            c.clean_spaces = false;
+        }
+        "gemma4" => {
+            c.kind = Gemma4;
+            c.escape_whitespaces = true;
+        }
+        other => return Err(TokenizerError::UnsupportedPreTokenizer(other.to_string())),
+    }
+    Ok(c)
+}
+
+enum Step {
+    Gpt2,
+    Llama3,
+    Qwen2,
+    Qwen35,
+    Newlines,
+    /// An expression run on the collapsed text (one byte per code point).
+    Collapsed(regex::bytes::Regex),
+    /// An expression run on the code points.
+    Wide(regex::Regex),
+}
+
+/// A compiled pre-tokenizer.
+pub struct PreTokenizer {
+    kind: PreKind,
+    steps: Vec<Step>,
+    need_collapse: bool,
+}
+
+/// `k_ucat_enum`: the `\p{..}` names llama.cpp collapses, with their category byte and
+/// ASCII members (regex syntax).
+fn ucat(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
+        "\\p{N}" => ("\\xD1", "0-9"),
+        "\\p{L}" | "\\p{Lu}" | "\\p{Ll}" | "\\p{Lt}" | "\\p{Lm}" | "\\p{Lo}" => ("\\xD2", "A-Za-z"),
+        "\\p{P}" => ("\\xD3", "!-#%-*,-/:-;?-@\\[-\\]_\\{\\}"),
+        "\\p{M}" => ("\\xD4", ""),
+        "\\p{S}" => ("\\xD5", "\\$\\+<->\\^`\\|\\~"),
+        _ => return None,
+    })
+}
+
+const UCAT_NAMES: [&str; 10] = [
+    "\\p{N}", "\\p{L}", "\\p{P}", "\\p{M}", "\\p{S}", "\\p{Lu}", "\\p{Ll}", "\\p{Lt}", "\\p{Lm}",
+    "\\p{Lo}",
+];
+
+fn uses_ucat(expr: &str) -> bool {
+    UCAT_NAMES.iter().any(|n| expr.contains(n))
+}
+
+/// The collapsed form of an expression (the loop in `unicode_regex_split`).
+fn collapse_expr(expr: &str) -> Result<String, TokenizerError> {
+    if !expr.is_ascii() {
+        return Err(TokenizerError::Regex(format!(
+            "expression mixes unicode categories and non-ASCII characters: {expr:?}"
+        )));
+    }
+    let b = expr.as_bytes();
+    let mut out = String::from("(?-u)");
+    let mut inside = false;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' && (i == 0 || b[i - 1] != b'\\') {
+            out.push('[');
+            inside = true;
+            i += 1;
+            continue;
+        }
+        if inside && b[i] == b']' && b[i - 1] != b'\\' {
+            out.push(']');
+            inside = false;
+            i += 1;
+            continue;
+        }
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'p' && b[i + 2] == b'{' {
+            if let Some(rel) = expr[i + 3..].find('}') {
+                let close = i + 3 + rel;
+                if close <= i + 10 {
+                    if let Some((byte, members)) = ucat(&expr[i..=close]) {
+                        if !inside {
+                            out.push('[');
+                        }
+                        out.push_str(byte);
+                        out.push_str(members);
+                        if !inside {
+                            out.push(']');
+                        }
+                        i = close + 1;
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push(b[i] as char);
+        i += 1;
+    }
+    Ok(out)
+}
+
+impl PreTokenizer {
+    pub fn new(kind: PreKind) -> Result<Self, TokenizerError> {
+        let exprs = expressions(kind);
+        let mut steps = Vec::with_capacity(exprs.len());
+        let mut need_collapse = false;
+        for &e in exprs {
+            let step = match e {
+                GPT2_RE => Step::Gpt2,
+                LLAMA3_RE => Step::Llama3,
+                QWEN2_RE => Step::Qwen2,
+                QWEN35_RE => Step::Qwen35,
+                NEWLINES_RE => Step::Newlines,
+                _ if uses_ucat(e) => {
+                    need_collapse = true;
+                    let c = collapse_expr(e)?;
+                    Step::Collapsed(
+                        regex::bytes::Regex::new(&c)
+                            .map_err(|err| TokenizerError::Regex(format!("{c:?}: {err}")))?,
+                    )
+                }
+                _ => Step::Wide(
+                    regex::Regex::new(e)
+                        .map_err(|err| TokenizerError::Regex(format!("{e:?}: {err}")))?,
+                ),
+            };
+            steps.push(step);
+        }
+        Ok(PreTokenizer {
+            kind,
+            steps,
+            need_collapse,
+        })
+    }
+
+    pub fn kind(&self) -> PreKind {
+        self.kind
+    }
+
+    /// Splits `text` into words (not byte-encoded), as `unicode_regex_split`.
+    pub fn split<'t>(&self, text: &'t str) -> Vec<&'t str> {
+        let cpts: Vec<u32> = text.chars().map(|c| c as u32).collect();
+        if cpts.is_empty() {
+            return Vec::new();
+        }
+        let collapsed: Vec<u8> = if self.need_collapse {
+            cpts.iter().map(|&c| collapse_cpt(c)).collect()
+        } else {
+            Vec::new()
+        };
+        let mut wide: Option<(String, Vec<usize>)> = None;
+
+        let mut offsets = vec![cpts.len()];
+        for step in &self.steps {
+            offsets = match step {
+                Step::Gpt2 => split_gpt2(&cpts, &offsets),
+                Step::Llama3 => split_llama3(&cpts, &offsets, false),
+                Step::Qwen2 => split_llama3(&cpts, &offsets, true),
+                Step::Qwen35 => split_qwen35(&cpts, &offsets),
+                Step::Newlines => split_newlines(&cpts, &offsets),
+                Step::Collapsed(re) => split_regex(&offsets, |s, e| {
+                    re.find_iter(&collapsed[s..e])
+                        .map(|m| (s + m.start(), s + m.end()))
+                        .collect()
+                }),
+                Step::Wide(re) => {
+                    let (wtext, cp_byte) = wide.get_or_insert_with(|| wide_text(&cpts));
+                    split_regex(&offsets, |s, e| {
+                        let (bs, be) = (cp_byte[s], cp_byte[e]);
+                        re.find_iter(&wtext[bs..be])
+                            .map(|m| {
+                                let ms = cp_byte.partition_point(|&b| b < bs + m.start());
+                                let me = cp_byte.partition_point(|&b| b < bs + m.end());
+                                (ms, me)
+                            })
+                            .collect()
+                    })
+                }
+            };
+        }
+
+        // code point offsets → byte slices of the original text
+        let mut byte_of_cp = Vec::with_capacity(cpts.len() + 1);
+        byte_of_cp.extend(text.char_indices().map(|(b, _)| b));
+        byte_of_cp.push(text.len());
+        let mut words = Vec::with_capacity(offsets.len());
+        let mut start = 0;
+        for len in offsets {
+            words.push(&text[byte_of_cp[start]..byte_of_cp[start + len]]);
+            start += len;
+        }
+        words
+    }
+}
+
+/// One byte per code point: ASCII as is, whitespace → 0x0B, else the category byte.
+fn collapse_cpt(c: u32) -> u8 {
+    if c < 128 {
+        return c as u8;
+    }
+    let f = flags(c);
+    if f.is_whitespace() {
+        return 0x0B;
+    }
+    match f.category() {
+        Flags::NUMBER => 0xD1,
+        Flags::LETTER => 0xD2,
+        Flags::PUNCTUATION => 0xD3,
+        Flags::ACCENT_MARK => 0xD4,
+        Flags::SYMBOL => 0xD5,
+        _ => 0xD0,
+    }
+}
+
+/// The code points as a string with non-ASCII whitespace replaced by U+000B, and the byte
+/// offset of each code point (plus the end).
+fn wide_text(cpts: &[u32]) -> (String, Vec<usize>) {
+    let mut s = String::with_capacity(cpts.len());
+    let mut offs = Vec::with_capacity(cpts.len() + 1);
+    for &c in cpts {
+        offs.push(s.len());
+        let c = if c > 0x7F && flags(c).is_whitespace() {
+            0x0B
+        } else {
+            c
+        };
+        s.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
+    }
+    offs.push(s.len());
+    (s, offs)
+}
+
+/// `unicode_regex_split_stl`: within each piece, matches and the gaps between them become
+/// pieces. `find(start, end)` returns the matches in code point positions.
+fn split_regex(
+    offsets: &[usize],
+    find: impl Fn(usize, usize) -> Vec<(usize, usize)>,
+) -> Vec<usize> {
+    let mut out = Vec::with_capacity(offsets.len());
+    let mut start = 0;
+    for &len in offsets {
+        let mut prev = start;
+        for (ms, me) in find(start, start + len) {
+            if me == ms {
+                continue;
+            }
+            if ms > prev {
+                out.push(ms - prev);
+            }
+            out.push(me - ms);
+            prev = me;
+        }
+        if prev < start + len {
+            out.push(start + len - prev);
+        }
+        start += len;
+    }
+    out
+}
+
+const OUT_OF_RANGE: u32 = 0xFFFF_FFFF;
+
+/// One piece of the text being split by a hand-written matcher, with llama.cpp's helpers.
+struct Piece<'a> {
+    cpts: &'a [u32],
+    ini: usize,
+    end: usize,
+    prev_end: usize,
+    out: &'a mut Vec<usize>,
+}
+
+impl Piece<'_> {
+    #[inline]
+    fn cpt(&self, pos: usize) -> u32 {
+        if self.ini <= pos && pos < self.end {
+            self.cpts[pos]
+        } else {
+            OUT_OF_RANGE
+        }
+    }
+    #[inline]
+    fn flags(&self, pos: usize) -> Flags {
+        if self.ini <= pos && pos < self.end {
+            flags(self.cpts[pos])
+        } else {
+            Flags(0)
+        }
+    }
+    #[inline]
+    fn add(&mut self, end: usize) -> usize {
+        let len = end - self.prev_end;
+        if len > 0 {
+            self.out.push(len);
+        }
+        self.prev_end = end;
+        len
+    }
+}
+
+fn for_each_piece(cpts: &[u32], offsets: &[usize], mut f: impl FnMut(&mut Piece)) -> Vec<usize> {
+    let mut out = Vec::with_capacity(offsets.len());
+    let mut start = 0;
+    for &len in offsets {
+        let mut p = Piece {
+            cpts,
+            ini: start,
+            end: start + len,
+            prev_end: start,
+            out: &mut out,
+        };
+        f(&mut p);
+        start += len;
+    }
+    out
+}
+
+fn is(c: u32, ch: char) -> bool {
+    c == ch as u32
+}
+
+/// `'s|'t|'re|'ve|'m|'ll|'d` at `pos` (optionally case-insensitive): length matched.
+fn contraction(p: &Piece, pos: usize, ci: bool) -> usize {
+    if !is(p.cpt(pos), '\'') || pos + 1 >= p.end {
+        return 0;
+    }
+    let low = |c: u32| if ci { to_lower(c) } else { c };
+    let n = low(p.cpt(pos + 1));
+    if is(n, 's') || is(n, 't') || is(n, 'm') || is(n, 'd') {
+        return 2;
+    }
+    if pos + 2 < p.end {
+        let nn = low(p.cpt(pos + 2));
+        if (is(n, 'r') && is(nn, 'e')) || (is(n, 'v') && is(nn, 'e')) || (is(n, 'l') && is(nn, 'l'))
+        {
+            return 3;
+        }
+    }
+    0
+}
+
+/// GPT-2: `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+fn split_gpt2(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
+    for_each_piece(cpts, offsets, |p| {
+        let mut pos = p.ini;
+        while pos < p.end {
+            let cpt = p.cpt(pos);
+            let fl = p.flags(pos);
+
+            let n = contraction(p, pos, false);
+            if n > 0 {
+                pos += p.add(pos + n);
+                continue;
+            }
+
+            let sp = is(cpt, ' ');
+            let mut f2 = if sp { p.flags(pos + 1) } else { fl };
+            if f2.is_letter() {
+                pos += sp as usize;
+                while f2.is_letter() {
+                    pos += 1;
+                    f2 = p.flags(pos);
+                }
+                p.add(pos);
+                continue;
+            }
+            if f2.is_number() {
+                pos += sp as usize;
+                while f2.is_number() {
+                    pos += 1;
+                    f2 = p.flags(pos);
+                }
+                p.add(pos);
+                continue;
+            }
+            let other =
+                |f: Flags| !(f.is_whitespace() || f.is_letter() || f.is_number()) && f.any();
+            if other(f2) {
+                pos += sp as usize;
+                while other(f2) {
+                    pos += 1;
+                    f2 = p.flags(pos);
+                }
+                p.add(pos);
+                continue;
+            }
+
+            let mut nws = 0;
+            while p.flags(pos + nws).is_whitespace() {
+                nws += 1;
+            }
+            if nws > 1 && p.cpt(pos + nws) != OUT_OF_RANGE {
+                pos += nws - 1;
+                p.add(pos);
+                continue;
+            }
+            if nws > 0 {
+                pos += nws;
+                p.add(pos);
+                continue;
+            }
+            pos += 1;
+            p.add(pos);
+        }
+    })
+}
+
+/// llama3 (`\p{N}{1,3}`) and qwen2 (`\p{N}`, `single_digits`):
+/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+fn split_llama3(cpts: &[u32], offsets: &[usize], single_digits: bool) -> Vec<usize> {
+    for_each_piece(cpts, offsets, |p| {
+        let mut pos = p.ini;
+        while pos < p.end {
+            let cpt = p.cpt(pos);
+            let fl = p.flags(pos);
+
+            let n = contraction(p, pos, true);
+            if n > 0 {
+                pos += p.add(pos + n);
+                continue;
+            }
+
+            // [^\r\n\p{L}\p{N}]?\p{L}+
+            if !(is(cpt, '\r') || is(cpt, '\n') || fl.is_number())
+                && (fl.is_letter() || p.flags(pos + 1).is_letter())
+            {
+                pos += 1;
+                while p.flags(pos).is_letter() {
+                    pos += 1;
+                }
+                p.add(pos);
+                continue;
+            }
+
+            if fl.is_number() {
+                if single_digits {
+                    pos += 1;
+                    p.add(pos);
+                    continue;
+                }
+                let mut ini = pos;
+                while p.flags(pos).is_number() {
+                    pos += 1;
+                    if pos - ini >= 3 {
+                        p.add(pos);
+                        ini = pos;
+                    }
+                }
+                p.add(pos);
+                continue;
+            }
+
+            if punct_run(p, &mut pos, cpt, fl, false) {
+                continue;
+            }
+            whitespace_tail(p, &mut pos);
+        }
+    })
+}
+
+/// qwen35: like qwen2 with `[\p{L}\p{M}]+` letter runs.
+fn split_qwen35(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
+    for_each_piece(cpts, offsets, |p| {
+        let mut pos = p.ini;
+        while pos < p.end {
+            let cpt = p.cpt(pos);
+            let fl = p.flags(pos);
+
+            let n = contraction(p, pos, true);
+            if n > 0 {
+                pos += p.add(pos + n);
+                continue;
+            }
+
+            let lm = |f: Flags| f.is_letter() || f.is_accent_mark();
+            if !(is(cpt, '\r') || is(cpt, '\n') || fl.is_number())
+                && (lm(fl) || lm(p.flags(pos + 1)))
+            {
+                pos += 1;
+                while lm(p.flags(pos)) {
+                    pos += 1;
+                }
+                p.add(pos);
+                continue;
+            }
+
+            if fl.is_number() {
+                pos += 1;
+                p.add(pos);
+                continue;
+            }
+
+            if punct_run(p, &mut pos, cpt, fl, true) {
+                continue;
+            }
+            whitespace_tail(p, &mut pos);
+        }
+    })
+}
+
+/// ` ?[^\s\p{L}\p{N}]+[\r\n]*` (with `\p{M}` excluded too for qwen35).
+fn punct_run(p: &mut Piece, pos: &mut usize, cpt: u32, fl: Flags, marks: bool) -> bool {
+    let sp = is(cpt, ' ');
+    let mut f2 = if sp { p.flags(*pos + 1) } else { fl };
+    let excluded = |f: Flags| {
+        f.is_whitespace() || f.is_letter() || f.is_number() || (marks && f.is_accent_mark())
+    };
+    // llama.cpp tests `flags` (not `flags2`) for existence here
+    if !excluded(f2) && fl.any() {
+        *pos += sp as usize;
+        while !excluded(f2) && f2.any() {
+            *pos += 1;
+            f2 = p.flags(*pos);
+        }
+        let mut c2 = p.cpt(*pos);
+        while is(c2, '\r') || is(c2, '\n') {
+            *pos += 1;
+            c2 = p.cpt(*pos);
+        }
+        p.add(*pos);
+        return true;
+    }
+    false
+}
+
+/// `\s*[\r\n]+|\s+(?!\S)|\s+`, or a single unmatched code point.
+fn whitespace_tail(p: &mut Piece, pos: &mut usize) {
+    let mut nws = 0;
+    let mut last_rn = 0;
+    while p.flags(*pos + nws).is_whitespace() {
+        let c2 = p.cpt(*pos + nws);
+        if is(c2, '\r') || is(c2, '\n') {
+            last_rn = *pos + nws + 1;
+        }
+        nws += 1;
+    }
+    if last_rn > 0 {
+        *pos = last_rn;
+        p.add(*pos);
+        return;
+    }
+    if nws > 1 && p.cpt(*pos + nws) != OUT_OF_RANGE {
+        *pos += nws - 1;
+        p.add(*pos);
+        return;
+    }
+    if nws > 0 {
+        *pos += nws;
+        p.add(*pos);
+        return;
+    }
+    *pos += 1;
+    p.add(*pos);
+}
+
+/// `[^\n]+|[\n]+`
+fn split_newlines(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(offsets.len());
+    let mut start = 0;
+    for &len in offsets {
+        let end = start + len;
+        let mut pos = start;
+        while pos < end {
+            let nl = cpts[pos] == '\n' as u32;
+            let run = pos;
+            while pos < end && (cpts[pos] == '\n' as u32) == nl {
+                pos += 1;
+            }
+            out.push(pos - run);
+        }
+        start = end;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(kind: PreKind, s: &str) -> Vec<String> {
+        PreTokenizer::new(kind)
+            .unwrap()
+            .split(s)
+            .into_iter()
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn gpt2_words() {
+        assert_eq!(
+            split(PreKind::Gpt2, "Hello world's  123 !!\n\n x"),
+            ["Hello", " world", "'s", " ", " 123", " !!", "\n\n", " x"]
+        );
+    }
+
+    #[test]
+    fn llama3_digits_and_newlines() {
+        assert_eq!(
+            split(PreKind::Llama3, "12345 ab\n\n  cd"),
+            ["123", "45", " ab", "\n\n", " ", " cd"]
+        );
+        assert_eq!(split(PreKind::Qwen2, "12 X'LL"), ["1", "2", " X", "'LL"]);
+    }
+
+    #[test]
+    fn all_kinds_compile() {
+        use PreKind::*;
+        for k in [
+            Default,
+            Llama3,
+            DeepseekLlm,
+            DeepseekCoder,
+            Falcon,
+            Starcoder,
+            Gpt2,
+            Qwen2,
+            Qwen35,
+            Bloom,
+            Viking,
+            Laguna,
+            Gemma4,
+        ] {
+            let p = PreTokenizer::new(k).unwrap();
+            let words = p.split("Hello, wörld! 3333 你好 \n\t x");
+            assert_eq!(words.concat(), "Hello, wörld! 3333 你好 \n\t x", "{k:?}");
+        }
+    }
+
+    #[test]
+    fn starcoder_splits_digits_first() {
+        assert_eq!(
+            split(PreKind::Starcoder, " 123a"),
+            [" ", "1", "2", "3", "a"]
+        );
+    }
+}
