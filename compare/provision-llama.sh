@@ -10,14 +10,16 @@
 #   LLAMA_CMAKE_FLAGS  extra cmake flags (e.g. -DGGML_NATIVE=OFF for a portable build)
 #
 # Writes $POCKET_CACHE/llama.cpp-build/bin/{llama-bench,llama-perplexity,llama-simple,
-# llama-cli,llama-quantize,llama-tokenize} and $POCKET_CACHE/llama.cpp-build/BUILD_INFO.
+# llama-completion,llama-quantize,llama-tokenize} and $POCKET_CACHE/llama.cpp-build/BUILD_INFO.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
 src="$CACHE/llama.cpp"
 build="$CACHE/llama.cpp-build"
-tools=(llama-bench llama-perplexity llama-simple llama-cli llama-quantize llama-tokenize)
+# llama-completion is the classic text-completion CLI (`-p ... -n ... --temp 0`); in b11434
+# llama-cli became a chat client built on the server stack, which we do not need.
+tools=(llama-bench llama-perplexity llama-simple llama-completion llama-quantize llama-tokenize)
 say() { echo "[llama.cpp] $*" >&2; }
 
 have_all=1
