@@ -209,7 +209,12 @@ impl fmt::Display for Value<'_> {
                     if i > 0 {
                         f.write_str(", ")?;
                     }
-                    write!(f, "{v}")?;
+                    match &v {
+                        // Nested arrays are only named: printing 8 of 8 of 8... would be
+                        // exponential in the nesting depth.
+                        Value::Array(inner) => write!(f, "[{}; {}]", inner.elem_type().name(), inner.len())?,
+                        _ => write!(f, "{v}")?,
+                    }
                 }
                 if a.len() > 8 {
                     write!(f, ", ... {} more", a.len() - 8)?;
