@@ -174,6 +174,10 @@ pub unsafe fn tile_2x2_dotprod(a0: &[i8], a1: &[i8], b0: &[i8], b1: &[i8], k: us
     out
 }
 
+fn block(x: &[i8]) -> &[i8; 32] {
+    x.try_into().unwrap()
+}
+
 fn check_available(isa: Isa) {
     assert!(
         isa.is_available(),
@@ -191,7 +195,6 @@ pub fn dot_i8_with(isa: Isa, a: &[i8], b: &[i8]) -> i32 {
     );
     check_available(isa);
     let blocks = a.chunks_exact(32).zip(b.chunks_exact(32));
-    let block = |x: &[i8]| -> &[i8; 32] { x.try_into().unwrap() };
     match isa {
         // SAFETY (both arms): availability checked above.
         Isa::Neon => blocks
