@@ -146,4 +146,17 @@ mod tests {
         #[cfg(target_arch = "aarch64")]
         assert!(!Isa::Avx2.is_available());
     }
+
+    /// `POCKET_EXPECT_ISA=<level>` (set by `kernels/tests/aarch64.sh` for each qemu CPU model,
+    /// or by CI on a known machine) proves the run really detects the level it means to test.
+    #[test]
+    fn detected_level_is_the_expected_one() {
+        let Ok(want) = std::env::var("POCKET_EXPECT_ISA") else {
+            return;
+        };
+        let want = Isa::from_name(&want)
+            .unwrap_or_else(|| panic!("POCKET_EXPECT_ISA={want:?} names no ISA level"));
+        assert_eq!(Isa::detect(), want, "available: {:?}", Isa::available());
+        eprintln!("POCKET_EXPECT_ISA: detected {} as expected", Isa::detect());
+    }
 }

@@ -5,10 +5,12 @@
 //! - [`dispatch`]: run-time ISA detection and the `POCKET_ISA` override.
 //! - [`formats`]: the GGUF block formats, scalar: block structs, dequantize, reference
 //!   quantize and the scalar dot products SIMD kernels are tested against.
+//! - [`ops`]: RMSNorm, RoPE, softmax, activations, f16 conversion (scalar, AVX2, NEON).
 
 pub mod dispatch;
 pub mod formats;
 pub mod ggml_type;
+pub mod ops;
 
 pub use dispatch::Isa;
 pub use ggml_type::GgmlType;
