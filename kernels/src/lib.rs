@@ -3,9 +3,13 @@
 //! Layout (one file per block format, one folder per ISA):
 //! - [`ggml_type`]: the ggml type table (ids, block sizes) shared with the GGUF reader.
 //! - [`dispatch`]: run-time ISA detection and the `POCKET_ISA` override.
+//! - [`matmul`]: repacked Q4_0/Q4_1/Q8_0 weights, activation quantization, gemv/gemm
+//!   (scalar reference + dispatch); [`arch`]: the SIMD kernels behind it.
 
+pub mod arch;
 pub mod dispatch;
 pub mod ggml_type;
+pub mod matmul;
 
 pub use dispatch::Isa;
 pub use ggml_type::GgmlType;
