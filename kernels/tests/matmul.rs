@@ -332,3 +332,33 @@ fn width_mismatch_panics() {
     let act = QuantizedActivation::quantize(&[0.0; 32], 1);
     gemv(&w, &act, &mut [0.0], 0..1, Isa::Scalar);
 }
+
+proptest! {
+    #[test]
+    fn quantize_is_identical_on_every_isa(
+        tokens in 1usize..=3,
+        blocks in 1usize..=6,
+        seed in any::<u64>(),
+        specials in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..5), 0..4),
+    ) {
+        let cols = blocks * 32;
+        let mut rng = Rng(seed);
+        let scale = [1e-30f32, 1e-3, 1.0, 1e3, 1e30][seed as usize % 5];
+        let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-1.0, 1.0) * scale).collect();
+        for (i, k) in specials {
+            let n = x.len();
+            x[i.index(n)] = [f32::NAN, f32::INFINITY, -0.0, 0.5 * scale, -127.5][k as usize];
+        }
+        let r = QuantizedActivation::quantize_with(&x, tokens, Isa::Scalar);
+        for isa in Isa::available() {
+            let a = QuantizedActivation::quantize_with(&x, tokens, isa);
+            for t in 0..tokens {
+                prop_assert_eq!(a.row_qs(t), r.row_qs(t), "{}", isa);
+                prop_assert_eq!(a.row_sum(t), r.row_sum(t));
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                prop_assert_eq!(bits(a.row_d(t)), bits(r.row_d(t)));
+                prop_assert_eq!(bits(a.row_ds(t)), bits(r.row_ds(t)));
+            }
+        }
+    }
+}

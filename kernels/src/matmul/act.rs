@@ -6,6 +6,7 @@
 //! One activation serves every matrix that reads the same input (Q, K, V, gate, up).
 
 use super::packed::QK;
+use crate::Isa;
 
 /// One or more quantized activation rows (tokens) of `cols` elements.
 #[derive(Clone, Debug, Default)]
@@ -26,14 +27,23 @@ impl QuantizedActivation {
     /// Quantizes `n_rows` rows laid out back to back in `x` (`x.len()` must be a multiple
     /// of `n_rows`, and the row length a multiple of 32).
     pub fn quantize(x: &[f32], n_rows: usize) -> Self {
+        Self::quantize_with(x, n_rows, Isa::active())
+    }
+
+    /// [`Self::quantize`] on a given ISA level (every level gives bit-identical results).
+    pub fn quantize_with(x: &[f32], n_rows: usize, isa: Isa) -> Self {
         let mut a = QuantizedActivation::default();
-        a.requantize(x, n_rows);
+        a.requantize_with(x, n_rows, isa);
         a
     }
 
     /// Like [`Self::quantize`], reusing this activation's buffers (no allocation once
     /// they are large enough).
     pub fn requantize(&mut self, x: &[f32], n_rows: usize) {
+        self.requantize_with(x, n_rows, Isa::active())
+    }
+
+    pub fn requantize_with(&mut self, x: &[f32], n_rows: usize, isa: Isa) {
         assert!(n_rows > 0, "no activation rows");
         assert!(
             x.len() % n_rows == 0,
@@ -51,6 +61,21 @@ impl QuantizedActivation {
         self.d.resize(nb, 0.0);
         self.sum.resize(nb, 0);
         self.ds.resize(nb, 0.0);
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx2 && Isa::Avx2.is_available() {
+            // SAFETY: the CPU supports AVX2/FMA/F16C (checked just above).
+            unsafe {
+                crate::arch::x86::act::quantize(
+                    x,
+                    &mut self.qs,
+                    &mut self.d,
+                    &mut self.sum,
+                    &mut self.ds,
+                )
+            };
+            return;
+        }
+        let _ = isa;
         for (b, (xb, qb)) in x
             .chunks_exact(QK)
             .zip(self.qs.chunks_exact_mut(QK))
@@ -61,8 +86,8 @@ impl QuantizedActivation {
             let id = if d > 0.0 { 1.0 / d } else { 0.0 };
             let mut s = 0i32;
             for (q, &v) in qb.iter_mut().zip(xb) {
-                // |v·id| <= 127 up to rounding; the clamp also maps NaN to 0.
-                let r = (v * id).round().clamp(-127.0, 127.0) as i8;
+                // Round half to even (as `vroundps`); |v·id| <= 127 up to rounding; NaN -> 0.
+                let r = (v * id).round_ties_even().clamp(-127.0, 127.0) as i8;
                 *q = r;
                 s += r as i32;
             }

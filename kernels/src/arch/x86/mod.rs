@@ -15,6 +15,7 @@
 // Kernels index several per-token arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
 
+pub mod act;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q8_0;
