@@ -63,16 +63,13 @@ impl QuantizedActivation {
         self.ds.resize(nb, 0.0);
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx2 && Isa::Avx2.is_available() {
-            // SAFETY: the CPU supports AVX2/FMA/F16C (checked just above).
-            unsafe {
-                crate::arch::x86::act::quantize(
-                    x,
-                    &mut self.qs,
-                    &mut self.d,
-                    &mut self.sum,
-                    &mut self.ds,
-                )
-            };
+            crate::arch::x86::act::quantize_checked(
+                x,
+                &mut self.qs,
+                &mut self.d,
+                &mut self.sum,
+                &mut self.ds,
+            );
             return;
         }
         let _ = isa;

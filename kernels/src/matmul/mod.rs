@@ -16,6 +16,8 @@
 //! Output placement: panel range `a..b` covers output rows `8a .. min(8b, rows)`; row `r`
 //! of token `t` goes to `out[t * ld + (r - 8a)]` (`gemv`: `ld` irrelevant, one token).
 
+#![forbid(unsafe_code)]
+
 pub mod act;
 pub mod packed;
 pub mod scalar;
@@ -81,15 +83,7 @@ fn run(
     check(w, act, &tokens, out.len(), ld, &panels, swiglu);
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            assert!(
-                Isa::Avx2.is_available(),
-                "AVX2 kernels requested on a CPU without AVX2/FMA/F16C"
-            );
-            // SAFETY: the CPU supports avx2, fma and f16c (checked just above); shapes
-            // were validated by `check`.
-            unsafe { crate::arch::x86::gemm(w, act, tokens, out, ld, panels, swiglu) }
-        }
+        Isa::Avx2 => crate::arch::x86::gemm_checked(w, act, tokens, out, ld, panels, swiglu),
         _ => scalar::gemm(w, act, tokens, out, ld, panels, swiglu),
     }
 }

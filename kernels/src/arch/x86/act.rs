@@ -4,6 +4,16 @@
 
 use std::arch::x86_64::*;
 
+/// Safe entry point: [`quantize`] after checking the CPU (panics without AVX2/FMA/F16C).
+pub fn quantize_checked(x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32], ds: &mut [f32]) {
+    assert!(
+        crate::Isa::Avx2.is_available(),
+        "AVX2 kernels requested on a CPU without AVX2/FMA/F16C"
+    );
+    // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
+    unsafe { quantize(x, qs, d, sum, ds) }
+}
+
 /// Quantizes `x` (a multiple of 32 long) into `qs`, and per block `d`, `Σq`, `d·Σq`.
 ///
 /// # Safety

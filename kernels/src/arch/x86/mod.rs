@@ -29,6 +29,24 @@ pub const TOKEN_TILE: usize = 4;
 /// Activation rows whose codes stay cache-resident while all panels of the range are swept.
 const TOKEN_CHUNK: usize = 64;
 
+/// Safe entry point: [`gemm`] after checking the CPU (panics without AVX2/FMA/F16C).
+pub fn gemm_checked(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    swiglu: bool,
+) {
+    assert!(
+        crate::Isa::Avx2.is_available(),
+        "AVX2 kernels requested on a CPU without AVX2/FMA/F16C"
+    );
+    // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
+    unsafe { gemm(w, act, tokens, out, ld, panels, swiglu) }
+}
+
 /// The gemm/gemv driver (gemv = one token).
 ///
 /// # Safety
