@@ -362,3 +362,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn split_helpers_cover_every_row_once() {
+    let (rows, cols) = (45, 64);
+    let bytes = random_tensor(GgmlType::Q4_0, rows, cols, false, &mut Rng(3));
+    let w = PackedMatrix::pack(GgmlType::Q4_0, &bytes, rows, cols).unwrap();
+    let act = QuantizedActivation::quantize(&random_act(1, cols, &mut Rng(4)), 1);
+    let mut full = vec![0f32; rows];
+    gemv(&w, &act, &mut full, 0..w.panels(), Isa::detect());
+    for n in 1..=8 {
+        let ranges = w.split_panels(n);
+        assert_eq!(ranges.len(), n);
+        let mut out = vec![f32::NAN; rows];
+        std::thread::scope(|s| {
+            for (r, o) in ranges.iter().zip(w.split_out(&mut out, &ranges)) {
+                let (w, act, r) = (&w, &act, r.clone());
+                s.spawn(move || gemv(w, act, o, r, Isa::detect()));
+            }
+        });
+        assert_eq!(out, full, "{n} threads");
+    }
+}

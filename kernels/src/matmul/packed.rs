@@ -401,6 +401,33 @@ impl PackedMatrix {
         self.panels
     }
 
+    /// `n` contiguous output-panel ranges of near-equal size covering every panel (some
+    /// empty when `n > panels()`): the natural split of a gemv across `n` threads.
+    pub fn split_panels(&self, n: usize) -> Vec<std::ops::Range<usize>> {
+        let np = self.panels();
+        let n = n.max(1);
+        (0..n).map(|i| np * i / n..np * (i + 1) / n).collect()
+    }
+
+    /// Splits a gemv output (`out.len() >= rows`) into the disjoint slices that
+    /// `gemv(.., panels[i], ..)` writes, for panel ranges that follow each other from 0.
+    pub fn split_out<'a>(
+        &self,
+        mut out: &'a mut [f32],
+        panels: &[std::ops::Range<usize>],
+    ) -> Vec<&'a mut [f32]> {
+        let mut v = Vec::with_capacity(panels.len());
+        let mut next = 0;
+        for r in panels {
+            assert_eq!(r.start, next, "panel ranges must be contiguous from 0");
+            next = r.end;
+            let (a, b) = std::mem::take(&mut out).split_at_mut(self.rows_in(r.clone()));
+            v.push(a);
+            out = b;
+        }
+        v
+    }
+
     /// Output rows covered by a range of output panels.
     pub fn rows_in(&self, panels: std::ops::Range<usize>) -> usize {
         (panels.end * PANEL).min(self.rows) - (panels.start * PANEL).min(self.rows)
