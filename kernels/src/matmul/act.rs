@@ -21,6 +21,8 @@ pub struct QuantizedActivation {
     sum: Vec<i32>,
     /// `rows x cols/32` products `d·Σq`.
     ds: Vec<f32>,
+    /// `rows x cols/32` values `8·Σq` (Q4_0's offset, ready to broadcast from memory).
+    sum8: Vec<i32>,
 }
 
 impl QuantizedActivation {
@@ -61,6 +63,7 @@ impl QuantizedActivation {
         self.d.resize(nb, 0.0);
         self.sum.resize(nb, 0);
         self.ds.resize(nb, 0.0);
+        self.sum8.resize(nb, 0);
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx2 && Isa::Avx2.is_available() {
             crate::arch::x86::act::quantize_checked(
@@ -70,6 +73,9 @@ impl QuantizedActivation {
                 &mut self.sum,
                 &mut self.ds,
             );
+            for (s8, s) in self.sum8.iter_mut().zip(&self.sum) {
+                *s8 = 8 * s;
+            }
             return;
         }
         let _ = isa;
@@ -91,6 +97,7 @@ impl QuantizedActivation {
             self.d[b] = d;
             self.sum[b] = s;
             self.ds[b] = d * s as f32;
+            self.sum8[b] = 8 * s;
         }
     }
 
@@ -117,6 +124,11 @@ impl QuantizedActivation {
     pub fn row_sum(&self, t: usize) -> &[i32] {
         let nb = self.blocks();
         &self.sum[t * nb..(t + 1) * nb]
+    }
+    /// Block `8·Σq` of row `t`.
+    pub fn row_sum8(&self, t: usize) -> &[i32] {
+        let nb = self.blocks();
+        &self.sum8[t * nb..(t + 1) * nb]
     }
     /// Block `d·Σq` of row `t`.
     pub fn row_ds(&self, t: usize) -> &[f32] {

@@ -24,8 +24,15 @@ use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-/// Activation rows processed per weight-panel pass in gemm.
-pub const TOKEN_TILE: usize = 4;
+/// Activation rows processed per weight-panel pass in gemm: 4 for the Q4 layouts (6 runs
+/// out of the 16 ymm registers), 6 for Q8_0 (whose per-token work is heavier, measured
+/// ~25% faster than 4).
+pub const fn token_tile(layout: Layout) -> usize {
+    match layout {
+        Layout::Q8_0 => 6,
+        _ => 4,
+    }
+}
 /// Activation rows whose codes stay cache-resident while all panels of the range are swept.
 const TOKEN_CHUNK: usize = 64;
 
@@ -65,6 +72,7 @@ pub unsafe fn gemm(
     swiglu: bool,
 ) {
     let r0 = panels.start * PANEL;
+    let tt = token_tile(w.layout);
     let mut c0 = tokens.start;
     while c0 < tokens.end {
         let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
@@ -73,10 +81,12 @@ pub unsafe fn gemm(
             let off = p * PANEL - r0;
             let mut t = c0;
             while t < c1 {
-                let k = (c1 - t).min(TOKEN_TILE);
+                let k = (c1 - t).min(tt);
                 let base = (t - tokens.start) * ld + off;
                 // SAFETY (all four): same CPU-feature contract as this function.
                 match k {
+                    6 => unsafe { emit::<6>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
+                    5 => unsafe { emit::<5>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
                     4 => unsafe { emit::<4>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
                     3 => unsafe { emit::<3>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
                     2 => unsafe { emit::<2>(w, p, act, t, &mut out[base..], ld, n, swiglu) },

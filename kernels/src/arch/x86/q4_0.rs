@@ -78,7 +78,7 @@ pub unsafe fn tile<const N: usize>(
     let mut asum = [&[][..]; N];
     for t in 0..N {
         ad[t] = &act.row_d(t0 + t)[..nb];
-        asum[t] = &act.row_sum(t0 + t)[..nb];
+        asum[t] = &act.row_sum8(t0 + t)[..nb];
     }
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
@@ -91,7 +91,7 @@ pub unsafe fn tile<const N: usize>(
             )
         };
         for t in 0..N {
-            let i = _mm256_sub_epi32(sums[t], _mm256_set1_epi32(8 * asum[t][b]));
+            let i = _mm256_sub_epi32(sums[t], _mm256_set1_epi32(asum[t][b]));
             let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
             acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
             // SAFETY: stays within (or one past) the activation row.
