@@ -359,14 +359,13 @@ impl PackedMatrix {
         let has_min = spg == 16;
         let groups = qb / 32; // 4-byte groups per row per block: 4 (Q4) or 8 (Q8)
         let qs = self.qs.as_mut_slice();
-        for b in 0..nb {
-            let dst = &mut qs[(p * nb + b) * qb..(p * nb + b + 1) * qb];
-            for (i, src) in srcs.iter().enumerate() {
-                let Some(src) = src else { continue };
-                let blk = &src[b * bb..(b + 1) * bb];
-                for g in 0..groups {
-                    let o = g * 32 + i * 4;
-                    dst[o..o + 4].copy_from_slice(&blk[qoff + 4 * g..qoff + 4 * g + 4]);
+        let panel = &mut qs[p * nb * qb..(p + 1) * nb * qb];
+        for (i, src) in srcs.iter().enumerate() {
+            let Some(src) = src else { continue };
+            for (dst, blk) in panel.chunks_exact_mut(qb).zip(src.chunks_exact(bb)) {
+                let codes = &blk[qoff..qoff + 4 * groups];
+                for (g, c) in codes.chunks_exact(4).enumerate() {
+                    dst[g * 32 + i * 4..g * 32 + i * 4 + 4].copy_from_slice(c);
                 }
             }
         }
