@@ -6,7 +6,9 @@
 //! 2 threads splitting the panels (spin barrier between passes, as a decode pool would).
 //! gemm: GOP/s (2·rows·cols·tokens) for a prefill-sized batch.
 
-use pocket_kernels::matmul::{gemm, gemv, PackOptions, PackedMatrix, QuantizedActivation};
+use pocket_kernels::matmul::{
+    gemm, gemm_tokens, gemv, PackOptions, PackedMatrix, QuantizedActivation,
+};
 use pocket_kernels::{GgmlType, Isa};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -197,6 +199,22 @@ fn gemv_bandwidth_gemm_gops() {
                 best = best.min(t.elapsed().as_secs_f64());
                 n += 1;
             }
+            // 2 threads splitting the tokens (disjoint output rows).
+            let mut best2 = f64::INFINITY;
+            let start = Instant::now();
+            let mut n = 0;
+            let half = tokens / 2;
+            while n < 2 || start.elapsed() < Duration::from_millis(400) {
+                let t = Instant::now();
+                let (a, b) = out.split_at_mut(half * rows);
+                let (w, act) = (&w, &act);
+                std::thread::scope(|s| {
+                    s.spawn(move || gemm_tokens(w, act, half..tokens, b, rows, 0..w.panels(), isa));
+                    gemm_tokens(w, act, 0..half, a, rows, 0..w.panels(), isa);
+                });
+                best2 = best2.min(t.elapsed().as_secs_f64());
+                n += 1;
+            }
             let ops = 2.0 * rows as f64 * cols as f64 * tokens as f64;
             // Activation quantization, timed separately (per token, all of `x`).
             let t = Instant::now();
@@ -204,10 +222,12 @@ fn gemv_bandwidth_gemm_gops() {
             let tq = t.elapsed().as_secs_f64();
             std::hint::black_box((&out, a2));
             println!(
-                "{name:8} {:?} gemm {rows:5}x{cols:5} x {tokens:3} tokens 1T {isa}: {:8.2} ms {:6.1} GOP/s (quantize act {:.2} ms)",
+                "{name:8} {:?} gemm {rows:5}x{cols:5} x {tokens:3} tokens {isa}: 1T {:7.2} ms {:6.1} GOP/s  2T {:7.2} ms {:6.1} GOP/s (quantize act {:.2} ms)",
                 w.layout,
                 best * 1e3,
                 ops / best / 1e9,
+                best2 * 1e3,
+                ops / best2 / 1e9,
                 tq * 1e3
             );
         }
