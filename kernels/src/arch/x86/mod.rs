@@ -55,6 +55,25 @@ pub fn gemm_checked(
     unsafe { gemm(w, act, tokens, out, ld, panels, swiglu) }
 }
 
+/// gemv software-prefetch distance: the code bytes this far ahead of the block being read
+/// are requested into L1. A/B on the 200 MB Q4_0 matrix, alternating within one process:
+/// 0 / 512 / 1024 / 2048 bytes gave 12.3 / 13.5 / 13.6 / 14.2 GB/s with 1 thread and
+/// 12.3 / 9.9 / 12.8 / 15.1 GB/s with 2 (2048 best in most runs; the machine is shared).
+pub const PREFETCH_BYTES: usize = 2048;
+
+/// Prefetches the `lines` cache lines starting `PREFETCH_BYTES` after `p` (a hint: an
+/// address past the end of the weights is harmless, hence `wrapping_add`).
+///
+/// # Safety
+/// CPU supports SSE (every x86-64); no memory is accessed.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(crate) unsafe fn prefetch_ahead(p: *const u8, lines: usize) {
+    for l in 0..lines {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BYTES + 64 * l) as *const i8);
+    }
+}
+
 /// The gemm/gemv driver (gemv = one token).
 ///
 /// # Safety

@@ -82,6 +82,11 @@ pub unsafe fn tile<const N: usize>(
     }
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
+        if N == 1 {
+            // gemv streams the weights from DRAM: keep the loads ahead of the math.
+            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+            unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
+        }
         // SAFETY: b < nb, so the 128 code bytes and 8 scales of block b are within `q`, `s`
         // and the 32 codes of block b within each activation row (checked above).
         let (sums, dw) = unsafe {

@@ -29,6 +29,11 @@ pub unsafe fn tile<const N: usize>(
     }
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
+        if N == 1 {
+            // gemv streams the weights from DRAM: keep the loads ahead of the math.
+            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+            unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
+        }
         // SAFETY: b < nb: block b's codes/scales/activations are in bounds (checked above).
         let (sums, dw, mw) = unsafe {
             (
@@ -73,6 +78,10 @@ pub unsafe fn tile_x64<const N: usize>(
     let mut acc = [_mm256_setzero_ps(); N];
     for g in 0..ng {
         let (b0, b1) = (2 * g, 2 * g + 1);
+        if N == 1 {
+            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+            unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b0 * 128), 4) };
+        }
         // SAFETY: b1 < nb: both blocks' codes/activations and group g's scales are in
         // bounds (checked above).
         let (dw, mw) = unsafe {

@@ -29,6 +29,11 @@ pub unsafe fn tile<const N: usize>(
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
+        if N == 1 {
+            // gemv streams the weights from DRAM: keep the loads ahead of the math.
+            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+            unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 256), 4) };
+        }
         let mut i32s = [_mm256_setzero_si256(); N];
         for g in 0..8 {
             // SAFETY: b < nb: the 256 code bytes of block b are within `q` (checked).
