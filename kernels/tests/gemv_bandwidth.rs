@@ -122,33 +122,6 @@ fn time_gemv(w: &PackedMatrix, act: &QuantizedActivation, threads: usize, isa: I
     b
 }
 
-/// Seconds for `threads` threads to touch every cache line of `w`'s packed codes (a plain
-/// streaming read: the bandwidth the machine gives right now, to normalise gemv by).
-fn time_read(w: &PackedMatrix, threads: usize) -> f64 {
-    let np = w.internal_panels();
-    let mut best = f64::INFINITY;
-    for _ in 0..5 {
-        let t = Instant::now();
-        std::thread::scope(|s| {
-            for i in 0..threads {
-                s.spawn(move || {
-                    let mut acc = 0u64;
-                    for p in np * i / threads..np * (i + 1) / threads {
-                        let q: &[u64] = bytemuck::cast_slice(w.panel_quants(p));
-                        // One word per 64-byte line: the whole line still comes from DRAM.
-                        for c in q.chunks_exact(8) {
-                            acc = acc.wrapping_add(c[0]);
-                        }
-                    }
-                    std::hint::black_box(acc);
-                });
-            }
-        });
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    best
-}
-
 fn formats() -> Vec<(&'static str, GgmlType, bool)> {
     vec![
         ("q4_0", GgmlType::Q4_0, false),
@@ -195,17 +168,6 @@ fn gemv_bandwidth() {
                         s * 1e6,
                         w.bytes() as f64 / s / 1e9
                     );
-                    if w.bytes() > 100_000_000 && isa != Isa::Scalar {
-                        // Same bytes (codes only) read plainly, right after: gemv's share of
-                        // the bandwidth the (shared) machine gives at this moment.
-                        let r = time_read(&w, threads);
-                        let code_bytes = w.internal_panels() * w.panel_quants(0).len();
-                        line += &format!(
-                            " (plain read {:5.2} GB/s, gemv/read {:3.0}%)",
-                            code_bytes as f64 / r / 1e9,
-                            100.0 * r / s * w.bytes() as f64 / code_bytes as f64
-                        );
-                    }
                 }
                 println!("{line}");
             }
