@@ -131,7 +131,7 @@ fn ty_strategy() -> impl Strategy<Value = (GgmlType, bool)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn gemm_and_gemv_match_reference(

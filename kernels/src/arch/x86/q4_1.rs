@@ -1,5 +1,5 @@
 //! Q4_1 gemv/gemm tiles: `Σ(q·dw + m)(a·da) = dw·da·Σqa + m·(da·Σa)`; the nibble core is
-//! [`super::q4_0::block_sums`]. Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16.
+//! `super::q4_0::block_sums`. Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16.
 //! [`tile_x64`] reads the merged layout with one `(d, m)` per 64-group.
 
 use super::q4_0::{act_ptrs, block_sums};
