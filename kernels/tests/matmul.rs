@@ -384,3 +384,48 @@ fn split_helpers_cover_every_row_once() {
         assert_eq!(out, full, "{n} threads");
     }
 }
+
+/// The integer paths' worst cases: all-15 nibbles / -128 int8 codes against ±127
+/// activations (the int16 sums must not saturate), over a long row.
+#[test]
+fn extreme_codes_do_not_saturate() {
+    let (rows, cols) = (11, 4096);
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        for code in [0xFFu8, 0x80, 0x00, 0x0F, 0xF0] {
+            let bb = ty.type_size();
+            let mut bytes = vec![code; rows * cols / 32 * bb];
+            for blk in bytes.chunks_exact_mut(bb) {
+                blk[0..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+                if ty == GgmlType::Q4_1 {
+                    blk[2..4].copy_from_slice(&f16::from_f32(-1.0).to_bits().to_le_bytes());
+                }
+            }
+            let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
+            for sign in [1.0f32, -1.0] {
+                let x: Vec<f32> = (0..2 * cols)
+                    .map(|i| {
+                        if i < cols {
+                            sign
+                        } else {
+                            -sign * (i % 3) as f32
+                        }
+                    })
+                    .collect();
+                let act = QuantizedActivation::quantize(&x, 2);
+                let (y, mag) = naive(ty, &bytes, rows, cols, &act);
+                for isa in Isa::available() {
+                    let mut out = vec![0f32; 2 * rows];
+                    gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
+                    for i in 0..out.len() {
+                        assert!(
+                            (out[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
+                            "{ty:?} code {code:#x} sign {sign} {isa} at {i}: {} vs {}",
+                            out[i],
+                            y[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
