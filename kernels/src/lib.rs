@@ -6,10 +6,14 @@
 //! - [`formats`]: the GGUF block formats, scalar: block structs, dequantize, reference
 //!   quantize and the scalar dot products SIMD kernels are tested against.
 //! - [`ops`]: RMSNorm, RoPE, softmax, activations, f16 conversion (scalar, AVX2, NEON).
+//! - [`matmul`]: repacked Q4_0/Q4_1/Q8_0 weights, activation quantization, gemv/gemm
+//!   (scalar reference + dispatch); [`arch`]: the SIMD kernels behind it.
 
+pub mod arch;
 pub mod dispatch;
 pub mod formats;
 pub mod ggml_type;
+pub mod matmul;
 pub mod ops;
 
 pub use dispatch::Isa;
