@@ -325,21 +325,6 @@ impl Sampler {
         self.cand.sorted = true;
     }
 
-    /// Softmax probabilities of the current candidates, in their order.
-    fn probs(&self, out: &mut Vec<f32>) {
-        let max_l = self.cand.max_logit();
-        out.clear();
-        let mut sum = 0.0f32;
-        for c in &self.cand.data {
-            let p = (c.logit - max_l).exp();
-            out.push(p);
-            sum += p;
-        }
-        for p in out.iter_mut() {
-            *p /= sum;
-        }
-    }
-
     fn top_p(&mut self, top_p: f32) {
         if top_p >= 1.0 || self.cand.data.len() <= 1 {
             return;
