@@ -544,6 +544,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::neg_multiply)] // spelled out as llama.cpp's formula
     fn penalties_match_llama_cpp_formula() {
         let mut p = params(0.0, 0, 1.0, 0.0);
         p.repeat_penalty = 1.5;
@@ -679,9 +680,10 @@ mod tests {
 
     #[test]
     fn default_chain_samples_only_plausible_tokens() {
-        let mut p = SamplerParams::default();
-        p.seed = Some(5);
-        let mut s = Sampler::new(p);
+        let mut s = Sampler::new(SamplerParams {
+            seed: Some(5),
+            ..Default::default()
+        });
         let mut l = vec![-10.0f32; 1000];
         l[10] = 5.0;
         l[20] = 4.5;
