@@ -3,5 +3,7 @@
 //! The data path, top to bottom: GGUF bytes ([`gguf`]) → typed tensors → repacked weights
 //! (pocket-kernels) → forward step → logits → sampler.
 
+pub mod chat;
 pub mod gguf;
+pub mod sampler;
 pub mod tokenizer;

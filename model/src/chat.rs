@@ -1,0 +1,631 @@
+//! Chat templates: turning a conversation into the prompt text a chat model was trained on,
+//! the way llama.cpp's jinja path does it (b11434, `common/chat.cpp`).
+//!
+//! The template comes from the GGUF's `tokenizer.chat_template` or from an override
+//! (`--chat-template chatml|gemma|llama3|<jinja text>`); a model without one gets ChatML, as
+//! in llama.cpp (`CHATML_TEMPLATE_SRC`). It is rendered with minijinja configured like
+//! Hugging Face / llama.cpp: `trim_blocks` and `lstrip_blocks` on, Python string and dict
+//! methods (`.strip()`, `.startswith()`, `.items()`, ...) from minijinja-contrib's pycompat,
+//! `raise_exception(msg)`, `strftime_now(fmt)`, and a `tojson` that prints like Python's
+//! `json.dumps` (`", "`/`": "` separators, no HTML escaping).
+//!
+//! Variables: `messages` (list of `{role, content}`), `add_generation_prompt`, and
+//! `bos_token`/`eos_token` — the text of the vocabulary's BOS/EOS tokens (empty when the
+//! vocabulary has none). Like llama.cpp, a leading `bos_token` is cut from the result when
+//! the tokenizer adds BOS itself, and a trailing `eos_token` when it adds EOS.
+//!
+//! llama.cpp's message workarounds that apply to plain text chats are reproduced: a
+//! `developer` role becomes `system` (except for gpt-oss `<|channel|>` templates), and for
+//! templates that ignore or reject a system message (probed once, like llama.cpp's
+//! `supports_system_role` capability) the system message is prepended to the next message
+//! with a `"\n"`.
+
+use std::borrow::Cow;
+
+use minijinja::value::{Kwargs, Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind};
+
+use crate::gguf::{Gguf, GgufError};
+use crate::tokenizer::Tokenizer;
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("chat template: {0:#}")]
+    Template(#[from] Error),
+    #[error("reading tokenizer.chat_template: {0}")]
+    Gguf(#[from] GgufError),
+}
+
+/// llama.cpp's `CHATML_TEMPLATE_SRC` (common/chat.cpp), its fallback for models without a
+/// template.
+pub const CHATML_TEMPLATE: &str = "{%- for message in messages -%}\n  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n  {{- '<|im_start|>assistant\n' -}}\n{%- endif -%}";
+
+/// Gemma (2/3) turns: no system role, so a system message is prepended to the first user
+/// turn with a blank line; `assistant` is `model`; contents trimmed. Renders what
+/// llama.cpp's built-in `gemma` template (src/llama-chat.cpp) produces.
+pub const GEMMA_TEMPLATE: &str = "{{- bos_token -}}
+{%- if messages and messages[0]['role'] == 'system' -%}
+    {%- set first_user_prefix = messages[0]['content'] | trim + '\n\n' -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = '' -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') -}}
+    {%- endif -%}
+    {%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}
+    {{- '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') -}}
+    {{- message['content'] | trim -}}
+    {{- '<end_of_turn>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<start_of_turn>model\n' -}}
+{%- endif -%}";
+
+/// Llama 3 headers; renders what llama.cpp's built-in `llama3` template produces.
+pub const LLAMA3_TEMPLATE: &str = "{{- bos_token -}}
+{%- for message in messages -%}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+{%- endif -%}";
+
+/// The built-in template called `name` (`chatml`, `gemma`, `llama3`).
+pub fn builtin_template(name: &str) -> Option<&'static str> {
+    match name {
+        "chatml" => Some(CHATML_TEMPLATE),
+        "gemma" => Some(GEMMA_TEMPLATE),
+        "llama3" => Some(LLAMA3_TEMPLATE),
+        _ => None,
+    }
+}
+
+/// Names accepted by [`builtin_template`].
+pub const BUILTIN_TEMPLATES: &[&str] = &["chatml", "gemma", "llama3"];
+
+const TEMPLATE_NAME: &str = "chat";
+
+/// A compiled chat template with its BOS/EOS texts.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    source: String,
+    bos_token: String,
+    eos_token: String,
+    strip_bos: bool,
+    strip_eos: bool,
+    supports_system_role: bool,
+    map_developer: bool,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .field("supports_system_role", &self.supports_system_role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles `source` (jinja text, or a built-in name) with the given token texts. Nothing
+    /// is stripped from the output (see [`ChatTemplate::with_strip`]).
+    pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, ChatError> {
+        let source = builtin_template(source).unwrap_or(source).to_string();
+        let mut env = Environment::new();
+        env.set_syntax(
+            minijinja::syntax::SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .build()?,
+        );
+        minijinja_contrib::add_to_environment(&mut env);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", tojson);
+        env.add_template_owned(TEMPLATE_NAME, source.clone())?;
+        let mut t = ChatTemplate {
+            env,
+            map_developer: !source.contains("<|channel|>"),
+            source,
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+            strip_bos: false,
+            strip_eos: false,
+            supports_system_role: true,
+        };
+        t.supports_system_role = t.probe_system_role();
+        Ok(t)
+    }
+
+    /// Cut a leading `bos_token` / trailing `eos_token` from renders, as llama.cpp does when
+    /// the tokenizer adds those tokens itself.
+    pub fn with_strip(mut self, strip_bos: bool, strip_eos: bool) -> Self {
+        self.strip_bos = strip_bos;
+        self.strip_eos = strip_eos;
+        self
+    }
+
+    /// The template a run uses: `override_` (a built-in name or jinja text) if given, else
+    /// the GGUF's `tokenizer.chat_template`, else ChatML. BOS/EOS texts and stripping come
+    /// from the tokenizer, as in llama.cpp's `common_chat_templates_init`.
+    pub fn from_gguf<B: AsRef<[u8]>>(
+        g: &Gguf<B>,
+        tok: &Tokenizer,
+        override_: Option<&str>,
+    ) -> Result<Self, ChatError> {
+        let source: Cow<'_, str> = match override_ {
+            Some(s) if !s.is_empty() => Cow::Borrowed(s),
+            _ => match g.get_str("tokenizer.chat_template") {
+                Ok(s) => s,
+                Err(GgufError::MissingKey(_)) => Cow::Borrowed(CHATML_TEMPLATE),
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let text = |id: Option<u32>| {
+            id.map(|id| {
+                let mut v = Vec::new();
+                tok.piece_into(id, true, &mut v);
+                String::from_utf8_lossy(&v).into_owned()
+            })
+            .unwrap_or_default()
+        };
+        Ok(
+            ChatTemplate::new(&source, &text(tok.bos()), &text(tok.eos()))?
+                .with_strip(tok.add_bos(), tok.add_eos()),
+        )
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+    pub fn eos_token(&self) -> &str {
+        &self.eos_token
+    }
+    /// Whether the template renders a system message (else it is merged into the next).
+    pub fn supports_system_role(&self) -> bool {
+        self.supports_system_role
+    }
+
+    /// Renders the conversation; `add_generation_prompt` appends the opening of the
+    /// assistant's turn.
+    pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, ChatError> {
+        let mut msgs: Vec<(String, String)> = messages
+            .iter()
+            .map(|m| {
+                let role = if self.map_developer && m.role == "developer" {
+                    "system".to_string()
+                } else {
+                    m.role.clone()
+                };
+                (role, m.content.clone())
+            })
+            .collect();
+        if !self.supports_system_role && msgs.first().is_some_and(|m| m.0 == "system") {
+            // llama.cpp's workaround::system_message_not_supported
+            let (_, sys) = msgs.remove(0);
+            if let Some(next) = msgs.first_mut() {
+                next.1 = format!("{sys}\n{}", next.1);
+            }
+        }
+        let mut out = self.render_raw(&msgs, add_generation_prompt)?;
+        if self.strip_bos && !self.bos_token.is_empty() && out.starts_with(&self.bos_token) {
+            out.drain(..self.bos_token.len());
+        }
+        if self.strip_eos && !self.eos_token.is_empty() && out.ends_with(&self.eos_token) {
+            out.truncate(out.len() - self.eos_token.len());
+        }
+        Ok(out)
+    }
+
+    fn render_raw(
+        &self,
+        msgs: &[(String, String)],
+        add_generation_prompt: bool,
+    ) -> Result<String, Error> {
+        let messages: Vec<Value> = msgs
+            .iter()
+            .map(|(role, content)| {
+                dict([
+                    ("role", Value::from(role.as_str())),
+                    ("content", Value::from(content.as_str())),
+                ])
+            })
+            .collect();
+        let ctx = dict([
+            ("messages", Value::from(messages)),
+            ("add_generation_prompt", Value::from(add_generation_prompt)),
+            ("bos_token", Value::from(self.bos_token.as_str())),
+            ("eos_token", Value::from(self.eos_token.as_str())),
+        ]);
+        self.env.get_template(TEMPLATE_NAME)?.render(ctx)
+    }
+
+    /// llama.cpp's capability probe: a system message whose content does not reach the
+    /// output (or that makes the template raise) means no system role.
+    fn probe_system_role(&self) -> bool {
+        const MARK: &str = "POCKET_SYSTEM_PROBE";
+        let msgs = [
+            ("system".to_string(), MARK.to_string()),
+            ("user".to_string(), "User message".to_string()),
+        ];
+        matches!(self.render_raw(&msgs, false), Ok(s) if s.contains(MARK))
+    }
+}
+
+/// A map value that keeps insertion order (Python dicts do; `tojson` shows it).
+fn dict<const N: usize>(items: [(&str, Value); N]) -> Value {
+    let m: indexmap::IndexMap<Value, Value> = items
+        .into_iter()
+        .map(|(k, v)| (Value::from(k), v))
+        .collect();
+    Value::from_object(m)
+}
+
+fn raise_exception(msg: String) -> Result<Value, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, msg))
+}
+
+/// Python's `json.dumps(value, ensure_ascii=False, indent=indent)` as Hugging Face's
+/// `tojson` filter calls it.
+fn tojson(value: Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let indent: Option<usize> = match indent.or(kwargs.get::<Option<Value>>("indent")?) {
+        Some(v) if v.kind() == ValueKind::Number => Some(usize::try_from(v)?),
+        Some(v) if v.kind() == ValueKind::String => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "tojson: string indent is not supported",
+            ))
+        }
+        _ => None,
+    };
+    let _ = kwargs.get::<Option<Value>>("ensure_ascii")?;
+    let _ = kwargs.get::<Option<Value>>("separators")?;
+    let _ = kwargs.get::<Option<Value>>("sort_keys")?;
+    kwargs.assert_all_used()?;
+    let mut out = String::new();
+    py_json(&value, indent, 0, &mut out)?;
+    Ok(Value::from_safe_string(out))
+}
+
+fn py_json_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn py_json(v: &Value, indent: Option<usize>, depth: usize, out: &mut String) -> Result<(), Error> {
+    let newline = |out: &mut String, depth: usize| {
+        if let Some(n) = indent {
+            out.push('\n');
+            out.extend(std::iter::repeat(' ').take(n * depth));
+        }
+    };
+    let item_sep = if indent.is_some() { "," } else { ", " };
+    match v.kind() {
+        ValueKind::Undefined | ValueKind::None => out.push_str("null"),
+        ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
+        ValueKind::Number => {
+            if let Some(i) = v.as_i64() {
+                out.push_str(&i.to_string());
+            } else {
+                let f = f64::try_from(v.clone())?;
+                if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e16 {
+                    out.push_str(&format!("{f:.1}"));
+                } else if f.is_nan() {
+                    out.push_str("NaN");
+                } else if f.is_infinite() {
+                    out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
+                } else {
+                    out.push_str(&f.to_string());
+                }
+            }
+        }
+        ValueKind::String => py_json_str(v.as_str().unwrap_or_default(), out),
+        ValueKind::Map => {
+            out.push('{');
+            let keys: Vec<Value> = v.try_iter()?.collect();
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                newline(out, depth + 1);
+                match k.as_str() {
+                    Some(s) => py_json_str(s, out),
+                    None => py_json_str(&k.to_string(), out),
+                }
+                out.push_str(": ");
+                py_json(&v.get_item(k)?, indent, depth + 1, out)?;
+            }
+            if !keys.is_empty() {
+                newline(out, depth);
+            }
+            out.push('}');
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            out.push('[');
+            let items: Vec<Value> = v.try_iter()?.collect();
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                newline(out, depth + 1);
+                py_json(item, indent, depth + 1, out)?;
+            }
+            if !items.is_empty() {
+                newline(out, depth);
+            }
+            out.push(']');
+        }
+        _ => py_json_str(&v.to_string(), out),
+    }
+    Ok(())
+}
+
+/// `strftime_now(fmt)` (used by Llama 3.x templates for the date), in UTC. Supports
+/// `%Y %y %m %d %e %B %b %A %a %H %M %S %j %%`.
+fn strftime_now(fmt: String) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    strftime(&fmt, secs)
+}
+
+fn strftime(fmt: &str, secs: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const DAYS: [&str; 7] = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ];
+    let days = secs.div_euclid(86_400);
+    let tod = secs.rem_euclid(86_400);
+    // civil_from_days (H. Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy_mar = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy_mar + 2) / 153;
+    let d = doy_mar - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let weekday = (days + 3).rem_euclid(7) as usize; // 1970-01-01 was a Thursday
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let cum = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let yday = cum[(m - 1) as usize] + d + i64::from(leap && m > 2);
+
+    let mut out = String::new();
+    let mut it = fmt.chars();
+    while let Some(c) = it.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('Y') => out.push_str(&y.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", y.rem_euclid(100))),
+            Some('m') => out.push_str(&format!("{m:02}")),
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('e') => out.push_str(&format!("{d:2}")),
+            Some('B') => out.push_str(MONTHS[(m - 1) as usize]),
+            Some('b') => out.push_str(&MONTHS[(m - 1) as usize][..3]),
+            Some('A') => out.push_str(DAYS[weekday]),
+            Some('a') => out.push_str(&DAYS[weekday][..3]),
+            Some('H') => out.push_str(&format!("{:02}", tod / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", tod / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", tod % 60)),
+            Some('j') => out.push_str(&format!("{yday:03}")),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The conversation of llama.cpp's tests/test-chat-template.cpp (`main_automated_tests`).
+    pub(crate) fn conversation() -> Vec<ChatMessage> {
+        [
+            ("system", "You are a helpful assistant"),
+            ("user", "Hello"),
+            ("assistant", "Hi there"),
+            ("user", "Who are you"),
+            ("assistant", "   I am an assistant   "),
+            ("user", "Another question"),
+        ]
+        .into_iter()
+        .map(|(r, c)| ChatMessage::new(r, c))
+        .collect()
+    }
+
+    /// tests/test-chat-template.cpp, "teknium/OpenHermes-2.5-Mistral-7B" (ChatML).
+    pub(crate) const CHATML_EXPECTED: &str = "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n<|im_start|>assistant\n";
+
+    /// tests/test-chat-template.cpp, "google/gemma-7b-it", `expected_output` (llama.cpp's
+    /// built-in gemma formatter: system merged with a blank line).
+    pub(crate) const GEMMA_EXPECTED: &str = "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n";
+
+    /// tests/test-chat-template.cpp, "google/gemma-7b-it" `template_str` and
+    /// `expected_output_jinja` (no system role: llama.cpp merges it with "\n").
+    const GEMMA7B_TEMPLATE: &str = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}";
+    const GEMMA7B_EXPECTED_JINJA: &str = "<start_of_turn>user\nYou are a helpful assistant\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n";
+
+    /// tests/test-chat-template.cpp, "Llama-3" `expected_output`.
+    const LLAMA3_EXPECTED: &str = "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+
+    /// Rendering n+1 messages (without and with generation prompt) starts with the
+    /// rendering of n messages without one: what multi-turn chat relies on.
+    pub(crate) fn assert_incremental(t: &ChatTemplate, msgs: &[ChatMessage]) {
+        for n in 1..msgs.len() {
+            let prev = t.render(&msgs[..n], false).unwrap();
+            for gen in [false, true] {
+                let next = t.render(&msgs[..n + 1], gen).unwrap();
+                assert!(
+                    next.starts_with(&prev),
+                    "n={n} gen={gen}:\n{prev:?}\nis not a prefix of\n{next:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn chatml_builtin_matches_llama_cpp() {
+        let t = ChatTemplate::new("chatml", "", "").unwrap();
+        assert_eq!(t.render(&conversation(), true).unwrap(), CHATML_EXPECTED);
+        assert!(t.supports_system_role());
+        assert_incremental(&t, &conversation());
+    }
+
+    #[test]
+    fn gemma_builtin_matches_llama_cpp() {
+        let t = ChatTemplate::new("gemma", "<bos>", "<eos>")
+            .unwrap()
+            .with_strip(true, false);
+        assert_eq!(t.render(&conversation(), true).unwrap(), GEMMA_EXPECTED);
+        // Without stripping, the BOS text leads.
+        let t = ChatTemplate::new("gemma", "<bos>", "<eos>").unwrap();
+        let s = t.render(&conversation(), true).unwrap();
+        assert_eq!(s, format!("<bos>{GEMMA_EXPECTED}"));
+        assert_incremental(&t, &conversation());
+    }
+
+    #[test]
+    fn llama3_builtin_matches_llama_cpp() {
+        let t = ChatTemplate::new("llama3", "<|begin_of_text|>", "<|eot_id|>")
+            .unwrap()
+            .with_strip(true, false);
+        assert_eq!(t.render(&conversation(), true).unwrap(), LLAMA3_EXPECTED);
+        assert_incremental(&t, &conversation());
+    }
+
+    #[test]
+    fn template_without_system_role_gets_it_merged() {
+        let t = ChatTemplate::new(GEMMA7B_TEMPLATE, "", "").unwrap();
+        assert!(!t.supports_system_role());
+        assert_eq!(
+            t.render(&conversation(), true).unwrap(),
+            GEMMA7B_EXPECTED_JINJA
+        );
+    }
+
+    #[test]
+    fn raise_exception_is_an_error() {
+        let t = ChatTemplate::new(GEMMA7B_TEMPLATE, "", "").unwrap();
+        let msgs = [ChatMessage::new("user", "a"), ChatMessage::new("user", "b")];
+        let e = t.render(&msgs, true).unwrap_err().to_string();
+        assert!(
+            e.contains("Conversation roles must alternate"),
+            "unexpected error: {e}"
+        );
+    }
+
+    #[test]
+    fn python_methods_and_tojson() {
+        let src = "{% for m in messages %}{{ m.content.strip() }}|{{ m.role.startswith('us') }}|{{ m.content.split(',') | length }}|{{ m.role.upper() }}{% endfor %}\n\
+                   {{ {'a': 1, 'b': [true, none, 'x<y'], 'c': 1.5} | tojson }}\n\
+                   {{ {'a': {'b': 2}} | tojson(indent=2) }}";
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        let s = t
+            .render(&[ChatMessage::new("user", "  a,b  ")], false)
+            .unwrap();
+        assert_eq!(
+            s,
+            // Python prints True; trim_blocks eats the newline after {% endfor %}.
+            "a,b|True|2|USER{\"a\": 1, \"b\": [true, null, \"x<y\"], \"c\": 1.5}\n{\n  \"a\": {\n    \"b\": 2\n  }\n}"
+        );
+    }
+
+    #[test]
+    fn trim_and_lstrip_blocks_like_hf() {
+        let src = "{% for m in messages %}\n    {% if m.role == 'user' %}\nU:{{ m.content }}\n    {% endif %}\n{% endfor %}";
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        let s = t.render(&[ChatMessage::new("user", "hi")], false).unwrap();
+        assert_eq!(s, "U:hi\n");
+    }
+
+    #[test]
+    fn developer_role_maps_to_system() {
+        let t = ChatTemplate::new("chatml", "", "").unwrap();
+        let s = t
+            .render(&[ChatMessage::new("developer", "be brief")], false)
+            .unwrap();
+        assert_eq!(s, "<|im_start|>system\nbe brief<|im_end|>\n");
+    }
+
+    #[test]
+    fn strftime_formats_dates() {
+        // 2024-07-26 13:05:09 UTC, a Friday, day 208.
+        let t = 1_722_000_000 - 1_722_000_000 % 86_400 + 13 * 3600 + 5 * 60 + 9;
+        assert_eq!(
+            strftime("%d %b %Y %H:%M:%S %A %j %B %y %m %%", t),
+            "26 Jul 2024 13:05:09 Friday 208 July 24 07 %"
+        );
+        assert_eq!(strftime("%Y-%m-%d", 0), "1970-01-01");
+        assert_eq!(strftime("%Y-%m-%d %j", 951_782_400), "2000-02-29 060");
+    }
+}

@@ -1,0 +1,118 @@
+//! Chat templates of the fixture models against llama.cpp's expectations
+//! (tests/test-chat-template.cpp of b11434, the conversation of `main_automated_tests`).
+//!
+//! Fixtures come from `bash tests/fixtures.sh` (cache dir `$POCKET_CACHE`, default
+//! `~/.cache/pocket`); a missing one fails the test with that instruction.
+
+use std::path::PathBuf;
+
+use pocket_model::chat::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
+use pocket_model::gguf::GgufFile;
+use pocket_model::tokenizer::Tokenizer;
+
+fn fixture(rel: &str) -> PathBuf {
+    let dir = match std::env::var_os("POCKET_CACHE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
+        }
+    };
+    let p = dir.join(rel);
+    assert!(
+        p.exists(),
+        "missing fixture {}: run `bash tests/fixtures.sh` first",
+        p.display()
+    );
+    p
+}
+
+fn template(model: &str, override_: Option<&str>) -> ChatTemplate {
+    let g = GgufFile::open(fixture(model)).unwrap();
+    let tok = Tokenizer::from_gguf(&g).unwrap();
+    ChatTemplate::from_gguf(&g, &tok, override_).unwrap()
+}
+
+fn conversation() -> Vec<ChatMessage> {
+    [
+        ("system", "You are a helpful assistant"),
+        ("user", "Hello"),
+        ("assistant", "Hi there"),
+        ("user", "Who are you"),
+        ("assistant", "   I am an assistant   "),
+        ("user", "Another question"),
+    ]
+    .into_iter()
+    .map(|(r, c)| ChatMessage::new(r, c))
+    .collect()
+}
+
+/// test-chat-template.cpp, "teknium/OpenHermes-2.5-Mistral-7B" (ChatML) expected_output.
+const CHATML_EXPECTED: &str = "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n<|im_start|>assistant\n";
+
+/// test-chat-template.cpp, "google/gemma-7b-it" expected_output (llama.cpp's gemma format).
+const GEMMA_EXPECTED: &str = "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n";
+
+fn assert_incremental(t: &ChatTemplate, msgs: &[ChatMessage]) {
+    for n in 1..msgs.len() {
+        let prev = t.render(&msgs[..n], false).unwrap();
+        for gen in [false, true] {
+            let next = t.render(&msgs[..n + 1], gen).unwrap();
+            assert!(
+                next.starts_with(&prev),
+                "n={n} gen={gen}:\n{prev:?}\nis not a prefix of\n{next:?}"
+            );
+        }
+    }
+}
+
+const SMOLLM2: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const GEMMA3: &str = "models/gemma-3-270m-q4_k_m.gguf";
+
+#[test]
+fn smollm2_metadata_template() {
+    let t = template(SMOLLM2, None);
+    // The GGUF's own template (ChatML plus SmolLM's default system prompt), not the fallback.
+    assert_ne!(t.source(), CHATML_TEMPLATE);
+    assert!(t.source().contains("named SmolLM"));
+    assert_eq!(t.render(&conversation(), true).unwrap(), CHATML_EXPECTED);
+    assert_incremental(&t, &conversation());
+    // Without a system message the template supplies its own.
+    let s = t.render(&conversation()[1..2], true).unwrap();
+    assert_eq!(
+        s,
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_incremental(&t, &conversation()[1..]);
+}
+
+#[test]
+fn gemma3_270m_has_no_template_and_falls_back_to_chatml() {
+    // gemma-3-270m (the base model) carries no tokenizer.chat_template: llama.cpp then
+    // uses CHATML_TEMPLATE_SRC, and so does pocket.
+    let t = template(GEMMA3, None);
+    assert_eq!(t.source(), CHATML_TEMPLATE);
+    assert_eq!(t.render(&conversation(), true).unwrap(), CHATML_EXPECTED);
+    assert_incremental(&t, &conversation());
+}
+
+#[test]
+fn gemma3_270m_with_gemma_override() {
+    let t = template(GEMMA3, Some("gemma"));
+    assert_eq!(t.bos_token(), "<bos>");
+    // The tokenizer adds BOS itself, so the template's leading <bos> is cut (llama.cpp).
+    assert_eq!(t.render(&conversation(), true).unwrap(), GEMMA_EXPECTED);
+    assert_incremental(&t, &conversation());
+}
+
+#[test]
+fn override_with_jinja_text() {
+    let t = template(
+        SMOLLM2,
+        Some("{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"),
+    );
+    let s = t.render(&conversation()[1..3], false).unwrap();
+    assert_eq!(
+        s,
+        format!("{}[user]Hello[assistant]Hi there", t.bos_token())
+    );
+}
