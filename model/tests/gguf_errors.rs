@@ -287,6 +287,16 @@ fn tensor_info_errors_name_the_tensor() {
     b[at + 12..at + 20].copy_from_slice(&(1u64 << 62).to_le_bytes());
     assert!(matches!(parse(b), Err(GgufError::BadShape { .. })));
 
+    // Zero first dimension, overflowing other dimensions (a fuzzer find: the element count
+    // is 0, but the row count still overflows).
+    let mut b = one_tensor_file(GgmlType::F32, &[1, 1, 1]);
+    let at3 = tensor_info_at(&b);
+    b[at3..at3 + 4].copy_from_slice(&3u32.to_le_bytes());
+    b[at3 + 4..at3 + 12].copy_from_slice(&0u64.to_le_bytes());
+    b[at3 + 12..at3 + 20].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    b[at3 + 20..at3 + 28].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    assert!(matches!(parse(b), Err(GgufError::BadShape { .. })));
+
     let off_at = at + 4 + 16 + 4;
     let mut b = base.clone(); // misaligned
     b[off_at..off_at + 8].copy_from_slice(&1u64.to_le_bytes());

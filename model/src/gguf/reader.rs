@@ -297,9 +297,14 @@ fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<TensorInfo> {
             ggml_type.block_size()
         ))
     })?;
-    let rows: u64 = dims.iter().skip(1).product();
-    let size = row
-        .checked_mul(rows)
+    // Not `product()`: with a zero first dimension the element count above is 0 whatever
+    // the other dimensions are, so their product can still overflow (found by fuzzing).
+    let rows = dims
+        .iter()
+        .skip(1)
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    let size = rows
+        .and_then(|r| row.checked_mul(r))
         .ok_or_else(|| bad("byte size overflows".into()))?;
     Ok(TensorInfo {
         name,
