@@ -25,7 +25,7 @@ pub enum GgufError {
         available: u64,
     },
 
-    #[error("{what} claims {count} entries at byte {offset}, more than the {remaining} remaining bytes can hold")]
+    #[error("file is truncated or corrupt: {what} claims {count} entries at byte {offset}, more than the {remaining} remaining bytes can hold")]
     AbsurdCount {
         what: String,
         count: u64,
