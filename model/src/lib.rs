@@ -4,4 +4,5 @@
 //! (pocket-kernels) → forward step → logits → sampler.
 
 pub mod gguf;
+pub mod synth;
 pub mod tokenizer;
