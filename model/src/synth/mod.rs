@@ -144,18 +144,33 @@ impl TensorPlan {
 pub fn validate(shape: &Shape) -> Result<(), SynthError> {
     let bad = |m: String| Err(SynthError::Shape(m));
     let s = shape;
-    if s.layers == 0 || s.hidden == 0 || s.heads == 0 || s.kv_heads == 0 || s.head_dim == 0 || s.ffn == 0 {
+    if s.layers == 0
+        || s.hidden == 0
+        || s.heads == 0
+        || s.kv_heads == 0
+        || s.head_dim == 0
+        || s.ffn == 0
+    {
         return bad("layers, hidden, heads, kv-heads, head-dim and ffn must be positive".into());
     }
     if s.heads % s.kv_heads != 0 {
-        return bad(format!("{} heads are not a multiple of {} KV heads", s.heads, s.kv_heads));
+        return bad(format!(
+            "{} heads are not a multiple of {} KV heads",
+            s.heads, s.kv_heads
+        ));
     }
     if s.head_dim % 2 != 0 {
         return bad(format!("head-dim {} must be even (RoPE)", s.head_dim));
     }
-    for (what, n) in [("hidden", s.hidden), ("ffn", s.ffn), ("heads × head-dim", s.heads * s.head_dim)] {
+    for (what, n) in [
+        ("hidden", s.hidden),
+        ("ffn", s.ffn),
+        ("heads × head-dim", s.heads * s.head_dim),
+    ] {
         if n % 32 != 0 {
-            return bad(format!("{what} = {n} is not a multiple of 32 (the quantization block)"));
+            return bad(format!(
+                "{what} = {n} is not a multiple of 32 (the quantization block)"
+            ));
         }
     }
     if s.arch != Arch::Qwen3 && s.heads * s.head_dim != s.hidden {
@@ -246,7 +261,12 @@ pub fn plan(preset: &Preset, ty: SynthType) -> Result<Vec<TensorPlan>, SynthErro
             encoding,
         });
     };
-    push("token_embd.weight".into(), vec![h, v], Role::TokenEmbd, None);
+    push(
+        "token_embd.weight".into(),
+        vec![h, v],
+        Role::TokenEmbd,
+        None,
+    );
     for il in 0..s.layers {
         let b = |n: &str| format!("blk.{il}.{n}");
         let l = Some(il);
@@ -264,14 +284,34 @@ pub fn plan(preset: &Preset, ty: SynthType) -> Result<Vec<TensorPlan>, SynthErro
             push(b("attn_v.bias"), vec![kv_dim], Role::Bias, l);
         }
         if s.arch == Arch::Qwen3 {
-            push(b("attn_q_norm.weight"), vec![s.head_dim as u64], Role::Norm, l);
-            push(b("attn_k_norm.weight"), vec![s.head_dim as u64], Role::Norm, l);
+            push(
+                b("attn_q_norm.weight"),
+                vec![s.head_dim as u64],
+                Role::Norm,
+                l,
+            );
+            push(
+                b("attn_k_norm.weight"),
+                vec![s.head_dim as u64],
+                Role::Norm,
+                l,
+            );
         }
         push(b("attn_output.weight"), vec![q_dim, h], Role::AttnOutput, l);
         push(b("ffn_norm.weight"), vec![h], Role::Norm, l);
-        push(b("ffn_gate.weight"), vec![h, s.ffn as u64], Role::FfnGate, l);
+        push(
+            b("ffn_gate.weight"),
+            vec![h, s.ffn as u64],
+            Role::FfnGate,
+            l,
+        );
         push(b("ffn_up.weight"), vec![h, s.ffn as u64], Role::FfnUp, l);
-        push(b("ffn_down.weight"), vec![s.ffn as u64, h], Role::FfnDown, l);
+        push(
+            b("ffn_down.weight"),
+            vec![s.ffn as u64, h],
+            Role::FfnDown,
+            l,
+        );
     }
     push("output_norm.weight".into(), vec![h], Role::Norm, None);
     if !s.tied {
@@ -304,7 +344,10 @@ pub fn metadata(
     let mut put = |k: String, v: MetaValue| kv.push((k, v));
     put("general.architecture".into(), MetaValue::String(a.into()));
     put("general.type".into(), MetaValue::String("model".into()));
-    put("general.name".into(), MetaValue::String(preset.model_name.clone()));
+    put(
+        "general.name".into(),
+        MetaValue::String(preset.model_name.clone()),
+    );
     put(
         "general.description".into(),
         MetaValue::String(format!(
@@ -336,8 +379,14 @@ pub fn metadata(
         put(format!("{a}.vocab_size"), u32v(s.vocab));
         put(format!("{a}.rope.dimension_count"), u32v(s.head_dim));
     }
-    put("tokenizer.ggml.model".into(), MetaValue::String("gpt2".into()));
-    put("tokenizer.ggml.pre".into(), MetaValue::String("qwen2".into()));
+    put(
+        "tokenizer.ggml.model".into(),
+        MetaValue::String("gpt2".into()),
+    );
+    put(
+        "tokenizer.ggml.pre".into(),
+        MetaValue::String("qwen2".into()),
+    );
     put(
         "tokenizer.ggml.tokens".into(),
         MetaValue::strings(voc.tokens.iter().cloned()),
@@ -350,10 +399,22 @@ pub fn metadata(
         "tokenizer.ggml.merges".into(),
         MetaValue::strings(voc.merges.iter().cloned()),
     );
-    put("tokenizer.ggml.eos_token_id".into(), MetaValue::U32(voc.eos));
-    put("tokenizer.ggml.padding_token_id".into(), MetaValue::U32(voc.pad));
-    put("tokenizer.ggml.bos_token_id".into(), MetaValue::U32(voc.bos));
-    put("tokenizer.ggml.add_bos_token".into(), MetaValue::Bool(false));
+    put(
+        "tokenizer.ggml.eos_token_id".into(),
+        MetaValue::U32(voc.eos),
+    );
+    put(
+        "tokenizer.ggml.padding_token_id".into(),
+        MetaValue::U32(voc.pad),
+    );
+    put(
+        "tokenizer.ggml.bos_token_id".into(),
+        MetaValue::U32(voc.bos),
+    );
+    put(
+        "tokenizer.ggml.add_bos_token".into(),
+        MetaValue::Bool(false),
+    );
     put(
         "tokenizer.chat_template".into(),
         MetaValue::String(vocab::CHATML_TEMPLATE.into()),

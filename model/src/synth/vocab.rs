@@ -31,7 +31,7 @@ pub mod token_type {
 use token_type::{CONTROL, NORMAL, UNUSED, USER_DEFINED};
 
 /// Qwen2.5's 22 added tokens (ids 151643..=151664 in Qwen2.5), with the type llama.cpp's
-/// converter gives them (`special: true` → CONTROL, otherwise USER_DEFINED).
+/// converter gives them (`special: true` or `<|...|>` → CONTROL, otherwise USER_DEFINED).
 pub const QWEN2_SPECIALS: &[(&str, i32)] = &[
     ("<|endoftext|>", CONTROL),
     ("<|im_start|>", CONTROL),
@@ -49,12 +49,12 @@ pub const QWEN2_SPECIALS: &[(&str, i32)] = &[
     ("<|video_pad|>", CONTROL),
     ("<tool_call>", USER_DEFINED),
     ("</tool_call>", USER_DEFINED),
-    ("<|fim_prefix|>", USER_DEFINED),
-    ("<|fim_middle|>", USER_DEFINED),
-    ("<|fim_suffix|>", USER_DEFINED),
-    ("<|fim_pad|>", USER_DEFINED),
-    ("<|repo_name|>", USER_DEFINED),
-    ("<|file_sep|>", USER_DEFINED),
+    ("<|fim_prefix|>", CONTROL),
+    ("<|fim_middle|>", CONTROL),
+    ("<|fim_suffix|>", CONTROL),
+    ("<|fim_pad|>", CONTROL),
+    ("<|repo_name|>", CONTROL),
+    ("<|file_sep|>", CONTROL),
 ];
 
 /// Qwen3's 26 added tokens (ids 151643..=151668 in Qwen3): Qwen2.5's and four more.
@@ -75,12 +75,12 @@ pub const QWEN3_SPECIALS: &[(&str, i32)] = &[
     ("<|video_pad|>", CONTROL),
     ("<tool_call>", USER_DEFINED),
     ("</tool_call>", USER_DEFINED),
-    ("<|fim_prefix|>", USER_DEFINED),
-    ("<|fim_middle|>", USER_DEFINED),
-    ("<|fim_suffix|>", USER_DEFINED),
-    ("<|fim_pad|>", USER_DEFINED),
-    ("<|repo_name|>", USER_DEFINED),
-    ("<|file_sep|>", USER_DEFINED),
+    ("<|fim_prefix|>", CONTROL),
+    ("<|fim_middle|>", CONTROL),
+    ("<|fim_suffix|>", CONTROL),
+    ("<|fim_pad|>", CONTROL),
+    ("<|repo_name|>", CONTROL),
+    ("<|file_sep|>", CONTROL),
     ("<tool_response>", USER_DEFINED),
     ("</tool_response>", USER_DEFINED),
     ("<think>", USER_DEFINED),
@@ -113,7 +113,11 @@ impl BaseVocab {
                 .as_array()
                 .filter(|a| a.elem_type() == ValueType::String)
                 .ok_or_else(|| bad(&format!("{key} is not a string array")))?;
-            Ok(a.strings().into_iter().flatten().map(|s| s.into_owned()).collect())
+            Ok(a.strings()
+                .into_iter()
+                .flatten()
+                .map(|s| s.into_owned())
+                .collect())
         };
         let model = g.get_str("tokenizer.ggml.model").unwrap_or_default();
         if model != "gpt2" {
@@ -157,7 +161,8 @@ pub fn gpt2_byte_chars() -> Vec<char> {
     let mut out = Vec::with_capacity(256);
     let mut n = 0u32;
     for b in 0u32..256 {
-        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let printable =
+            (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
         if printable {
             out.push(char::from_u32(b).unwrap());
         } else {

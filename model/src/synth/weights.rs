@@ -218,10 +218,27 @@ mod tests {
 
     #[test]
     fn chunking_is_thread_independent() {
-        let a = tensor_bytes(7, 3, Init::Normal(0.02), 96, 1000, Encoding::Plain(GgmlType::Q8_0));
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let a = tensor_bytes(
+            7,
+            3,
+            Init::Normal(0.02),
+            96,
+            1000,
+            Encoding::Plain(GgmlType::Q8_0),
+        );
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
         let b = pool.install(|| {
-            tensor_bytes(7, 3, Init::Normal(0.02), 96, 1000, Encoding::Plain(GgmlType::Q8_0))
+            tensor_bytes(
+                7,
+                3,
+                Init::Normal(0.02),
+                96,
+                1000,
+                Encoding::Plain(GgmlType::Q8_0),
+            )
         });
         assert_eq!(a.unwrap(), b.unwrap());
     }
