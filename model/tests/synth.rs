@@ -333,3 +333,42 @@ fn llama_cpp_runs_tiny_models() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The Q4_K_M mixture (and its fallbacks for 896-wide rows) is the one `llama-quantize`
+/// picks from an F16 file of the same shape.
+#[test]
+fn q4_k_m_types_match_llama_quantize() {
+    let bin = cache().join("llama.cpp-build/bin/llama-quantize");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `bash compare/provision-llama.sh`",
+        bin.display()
+    );
+    let base = base_vocab();
+    let mut p = synth::preset("mnn-pocket-0.3b").unwrap();
+    p.shape.layers = 8;
+    p.shape.vocab = 2048;
+    let dir = std::env::temp_dir().join(format!("pocket-synth-q4km-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (f16, lq) = (dir.join("f16.gguf"), dir.join("lq.gguf"));
+    std::fs::write(&f16, build(&p, SynthType::F16, 1, &base)).unwrap();
+    let out = Command::new(&bin)
+        .arg(&f16)
+        .arg(&lq)
+        .arg("Q4_K_M")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = GgufFile::open(&lq).unwrap();
+    let ours = Gguf::parse(build(&p, SynthType::Q4_K_M, 1, &base)).unwrap();
+    assert_eq!(ours.tensors().len(), theirs.tensors().len());
+    for t in ours.tensors() {
+        let o = theirs.tensor_info(&t.name).unwrap();
+        assert_eq!((t.ggml_type, &t.dims), (o.ggml_type, &o.dims), "{}", t.name);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
