@@ -6,4 +6,5 @@
 pub mod chat;
 pub mod gguf;
 pub mod sampler;
+pub mod synth;
 pub mod tokenizer;

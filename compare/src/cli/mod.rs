@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod inspect_cmd;
+mod synth_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -21,12 +22,15 @@ struct Cli {
 enum Command {
     /// Show a GGUF file's metadata, tensors and totals (in the spirit of gguf-dump).
     Inspect(inspect_cmd::InspectArgs),
+    /// Write a GGUF of a published shape (or a custom one) with seeded random weights.
+    Synth(synth_cmd::SynthArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => inspect_cmd::run(args),
+        Command::Synth(args) => synth_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

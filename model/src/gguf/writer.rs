@@ -114,7 +114,11 @@ struct PendingTensor {
     name: String,
     ty: GgmlType,
     dims: Vec<u64>,
-    data: Vec<u8>,
+    /// Bytes the tensor occupies (before padding).
+    len: u64,
+    /// The bytes, or `None` for a tensor declared with [`GgufWriter::declare_tensor`]
+    /// whose data the caller streams after [`GgufWriter::header_bytes`].
+    data: Option<Vec<u8>>,
 }
 
 /// Collects metadata and tensors, then writes the file in one go.
@@ -165,14 +169,12 @@ impl GgufWriter {
         data: Vec<u8>,
     ) -> io::Result<&mut Self> {
         let name = name.into();
-        let n0 = dims.first().copied().unwrap_or(1);
-        let rows: u64 = dims.iter().skip(1).product();
-        let want = ty.row_bytes(n0).and_then(|r| r.checked_mul(rows));
-        if want != Some(data.len() as u64) {
+        let want = Self::tensor_len(&name, ty, dims)?;
+        if want != data.len() as u64 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "tensor {name}: {ty} {dims:?} needs {want:?} bytes, got {}",
+                    "tensor {name}: {ty} {dims:?} needs {want} bytes, got {}",
                     data.len()
                 ),
             ));
@@ -181,13 +183,59 @@ impl GgufWriter {
             name,
             ty,
             dims: dims.to_vec(),
-            data,
+            len: want,
+            data: Some(data),
         });
         Ok(self)
     }
 
-    /// Serialises the whole file.
-    pub fn to_bytes(&self) -> io::Result<Vec<u8>> {
+    /// Declares a tensor whose bytes the caller writes itself, after [`Self::header_bytes`],
+    /// in declaration order, each followed by [`Self::padding`] zero bytes (large files
+    /// need not be held in memory). Returns the tensor's byte length.
+    pub fn declare_tensor(
+        &mut self,
+        name: impl Into<String>,
+        ty: GgmlType,
+        dims: &[u64],
+    ) -> io::Result<u64> {
+        let name = name.into();
+        let len = Self::tensor_len(&name, ty, dims)?;
+        self.tensors.push(PendingTensor {
+            name,
+            ty,
+            dims: dims.to_vec(),
+            len,
+            data: None,
+        });
+        Ok(len)
+    }
+
+    fn tensor_len(name: &str, ty: GgmlType, dims: &[u64]) -> io::Result<u64> {
+        let n0 = dims.first().copied().unwrap_or(1);
+        let rows: u64 = dims.iter().skip(1).product();
+        ty.row_bytes(n0)
+            .and_then(|r| r.checked_mul(rows))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("tensor {name}: {ty} cannot hold a row of {n0} elements"),
+                )
+            })
+    }
+
+    /// The data alignment (32 unless `general.alignment` says otherwise).
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    /// Zero bytes that follow `len` bytes of tensor data to reach the alignment.
+    pub fn padding(&self, len: u64) -> u64 {
+        len.div_ceil(self.alignment) * self.alignment - len
+    }
+
+    /// Everything before the first tensor's data: header, metadata, tensor infos and the
+    /// padding up to the data section.
+    pub fn header_bytes(&self) -> io::Result<Vec<u8>> {
         let mut out = Vec::new();
         out.extend_from_slice(GGUF_MAGIC);
         out.extend_from_slice(&3u32.to_le_bytes());
@@ -209,11 +257,25 @@ impl GgufWriter {
             }
             out.extend_from_slice(&t.ty.id().to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
-            offset = pad(offset + t.data.len() as u64);
+            offset = pad(offset + t.len);
         }
         out.resize(pad(out.len() as u64) as usize, 0);
+        Ok(out)
+    }
+
+    /// Serialises the whole file (every tensor must have been added with its data).
+    pub fn to_bytes(&self) -> io::Result<Vec<u8>> {
+        let mut out = self.header_bytes()?;
+        let align = self.alignment;
+        let pad = |n: u64| n.div_ceil(align) * align;
         for t in &self.tensors {
-            out.extend_from_slice(&t.data);
+            let data = t.data.as_ref().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("tensor {} was declared without data", t.name),
+                )
+            })?;
+            out.extend_from_slice(data);
             out.resize(pad(out.len() as u64) as usize, 0);
         }
         Ok(out)

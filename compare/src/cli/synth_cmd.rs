@@ -1,0 +1,182 @@
+//! `pocket synth --preset NAME --type TYPE -o FILE [--seed N]`: a GGUF of a published shape
+//! with seeded random weights (see `pocket_model::synth`).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use pocket_model::gguf::GgufFile;
+use pocket_model::synth::{self, Arch, BaseVocab, SynthError, SynthType};
+
+use super::CliResult;
+
+#[derive(Args)]
+pub struct SynthArgs {
+    /// Shape: mnn-pocket-0.3b, qwen3-0.6b, qwen2.5-0.5b, smollm2-135m or custom.
+    #[arg(long)]
+    preset: String,
+    /// Weight type: f16, q8_0, q4_0, q4_1 or q4_k_m.
+    #[arg(long = "type", default_value = "q8_0")]
+    ty: String,
+    /// Output GGUF file.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Qwen vocabulary to trim [default: $POCKET_CACHE/llama.cpp/models/ggml-vocab-qwen2.gguf].
+    #[arg(long)]
+    vocab_from: Option<PathBuf>,
+    /// Override the architecture: qwen3, qwen2 or llama.
+    #[arg(long)]
+    arch: Option<String>,
+    #[arg(long)]
+    layers: Option<usize>,
+    #[arg(long)]
+    hidden: Option<usize>,
+    #[arg(long)]
+    heads: Option<usize>,
+    #[arg(long)]
+    kv_heads: Option<usize>,
+    #[arg(long)]
+    head_dim: Option<usize>,
+    #[arg(long)]
+    ffn: Option<usize>,
+    #[arg(long)]
+    vocab: Option<usize>,
+    #[arg(long)]
+    context: Option<u32>,
+    /// Q4_1 in MNN's 64-element groups (two 32-blocks sharing d, m): 32 or 64
+    /// [default: 64 for mnn-pocket-0.3b, 32 otherwise].
+    #[arg(long)]
+    q4_1_group: Option<u32>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn default_vocab() -> PathBuf {
+    let cache = std::env::var_os("POCKET_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            PathBuf::from(home).join(".cache/pocket")
+        });
+    cache.join("llama.cpp/models/ggml-vocab-qwen2.gguf")
+}
+
+pub fn run(args: SynthArgs) -> CliResult {
+    let mut preset = synth::preset(&args.preset)
+        .ok_or_else(|| SynthError::UnknownPreset(args.preset.clone()))?;
+    let ty = SynthType::parse(&args.ty)?;
+    let s = &mut preset.shape;
+    if let Some(a) = &args.arch {
+        s.arch = Arch::parse(a).ok_or_else(|| {
+            SynthError::Shape(format!("unknown arch '{a}' (qwen3, qwen2, llama)"))
+        })?;
+    }
+    let custom = args.layers.is_some()
+        || args.hidden.is_some()
+        || args.heads.is_some()
+        || args.kv_heads.is_some()
+        || args.head_dim.is_some()
+        || args.ffn.is_some()
+        || args.vocab.is_some()
+        || args.arch.is_some();
+    s.layers = args.layers.unwrap_or(s.layers);
+    s.hidden = args.hidden.unwrap_or(s.hidden);
+    s.heads = args.heads.unwrap_or(s.heads);
+    s.kv_heads = args.kv_heads.unwrap_or(s.kv_heads);
+    s.ffn = args.ffn.unwrap_or(s.ffn);
+    s.context = args.context.unwrap_or(s.context);
+    // head_dim follows hidden / heads unless given
+    s.head_dim = match (args.head_dim, args.hidden.or(args.heads.map(|_| s.hidden))) {
+        (Some(d), _) => d,
+        (None, Some(_)) if s.heads > 0 => s.hidden / s.heads,
+        _ => s.head_dim,
+    };
+    if let Some(v) = args.vocab {
+        s.vocab = v;
+        preset.regular = None; // all that fit before the specials
+    }
+    if custom && preset.name != "custom" {
+        preset.model_name = format!("{} (modified shape)", preset.model_name);
+    }
+    match args.q4_1_group {
+        None => {}
+        Some(32) => preset.q4_1_group64 = false,
+        Some(64) => preset.q4_1_group64 = true,
+        Some(g) => return Err(format!("--q4-1-group must be 32 or 64, not {g}").into()),
+    }
+    synth::validate(&preset.shape)?;
+
+    let vocab_path = args.vocab_from.clone().unwrap_or_else(default_vocab);
+    let base = GgufFile::open(&vocab_path).map_err(|e| {
+        format!(
+            "cannot read the base vocabulary {}: {e} (fetch it with bash compare/provision-llama.sh, or pass --vocab-from)",
+            vocab_path.display()
+        )
+    })?;
+    let base = BaseVocab::from_gguf(&base)?;
+
+    let started = Instant::now();
+    let file = File::create(&args.output)
+        .map_err(|e| format!("cannot create {}: {e}", args.output.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(0);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+            )
+            .unwrap()
+            .progress_chars("=> "),
+        );
+        b.set_message(format!("{} {}", preset.name, ty.name()));
+        b
+    };
+    let result = synth::synthesize(
+        &preset,
+        ty,
+        args.seed,
+        &base,
+        &mut out,
+        &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        },
+    );
+    bar.finish_and_clear();
+    let summary = match result {
+        Ok(s) => s,
+        Err(e) => {
+            drop(out);
+            let _ = std::fs::remove_file(&args.output);
+            return Err(e.into());
+        }
+    };
+    drop(out);
+    let types: Vec<String> = summary
+        .types
+        .iter()
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect();
+    eprintln!(
+        "wrote {}: {} ({} {}), {} tensors ({}), {:.1} M parameters, {:.2} MiB in {:.1} s",
+        args.output.display(),
+        preset.name,
+        preset.shape.arch.name(),
+        ty.name(),
+        summary.n_tensors,
+        types.join(", "),
+        summary.n_params as f64 / 1e6,
+        summary.bytes as f64 / (1 << 20) as f64,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
