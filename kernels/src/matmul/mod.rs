@@ -11,7 +11,9 @@
 //! * [`gemv`], [`gemm`], [`gemv_swiglu`], [`gemm_swiglu`] are single-threaded over a range
 //!   of **output panels** (8 output rows each, [`PackedMatrix::panels`]); a thread pool
 //!   splits the panel range. They dispatch on an [`Isa`]; levels without a kernel here
-//!   (the ARM ones on x86, or any level on another architecture) run the scalar path.
+//!   (the ARM ones on x86, AVX2 on aarch64, any level on another architecture) run the
+//!   scalar path. x86: `arch::x86` (AVX2); aarch64: `arch::arm` (NEON,
+//!   dotprod, i8mm).
 //!
 //! Output placement: panel range `a..b` covers output rows `8a .. min(8b, rows)`; row `r`
 //! of token `t` goes to `out[t * ld + (r - 8a)]` (`gemv`: `ld` irrelevant, one token).
@@ -97,6 +99,10 @@ fn run(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => crate::arch::x86::gemm_checked(w, act, tokens, out, ld, panels, swiglu),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon | Isa::Dotprod | Isa::I8mm => {
+            crate::arch::arm::gemm_checked(w, act, tokens, out, ld, panels, swiglu, isa)
+        }
         _ => scalar::gemm(w, act, tokens, out, ld, panels, swiglu),
     }
 }
