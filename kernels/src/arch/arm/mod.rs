@@ -30,9 +30,13 @@
 //! they are `asm!` inside `#[target_feature]` functions.
 //!
 //! Structure: `gemm_neon` / `gemm_dotprod` / `gemm_i8mm` are the `#[target_feature]`
-//! roots; the driver, tile and epilogue code below them is generic over a [`Core`] (the
-//! integer block sums of one ISA) and `#[inline(always)]`, so each root is compiled as one
-//! function with its features and the asm primitives inline into it.
+//! roots; everything below them (driver, tiles, epilogues, the [`Core`] integer sums) is
+//! `#[inline(always)]` without target features, so each root compiles into one function
+//! with its features, and the tiny `#[target_feature]` asm primitives ([`sdot_lane`],
+//! [`smmla`], [`f16x8`]) inline into it. (A `#[target_feature]` on the mid-sized cores
+//! kept LLVM from inlining them: one call per block, results through memory.) The cores
+//! carry no target feature themselves; their safety contracts name the level the CPU
+//! must have.
 
 // Kernels index several per-token arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
@@ -158,9 +162,9 @@ pub unsafe fn smmla(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
 /// Widens 8 fp16 (raw bits at `p`) to f32 with `fcvtl` / `fcvtl2` (base ARMv8 FP).
 ///
 /// # Safety
-/// NEON available; `p` valid for 8 `u16` (reads unaligned-safe via `ld1`).
-#[inline]
-#[target_feature(enable = "neon")]
+/// `p` valid for 8 `u16`. (`fcvtl` is base ARMv8 FP/SIMD, which every aarch64 target has:
+/// no target feature, so it inlines everywhere.)
+#[inline(always)]
 pub unsafe fn f16x8(p: *const u16) -> F32x8 {
     let h = vld1q_u16(p);
     let (lo, hi): (float32x4_t, float32x4_t);
@@ -325,18 +329,21 @@ unsafe fn emit<C: Core, const N: usize>(
     n: usize,
     swiglu: bool,
 ) {
-    let v = if swiglu {
-        let mut g = tile::<C, N>(w, 2 * p, act, t);
-        let u = tile::<C, N>(w, 2 * p + 1, act, t);
+    // One call site of `tile` (it is inlined: one copy per layout and N, not two).
+    let z = vdupq_n_f32(0.0);
+    let mut r = [[[z; 2]; N]; 2];
+    let (first, count) = if swiglu { (2 * p, 2) } else { (p, 1) };
+    for k in 0..count {
+        r[k] = tile::<C, N>(w, first + k, act, t);
+    }
+    let mut v = r[0];
+    if swiglu {
         for j in 0..N {
             for h in 0..2 {
-                g[j][h] = silu_mul(g[j][h], u[j][h]);
+                v[j][h] = silu_mul(v[j][h], r[1][j][h]);
             }
         }
-        g
-    } else {
-        tile::<C, N>(w, p, act, t)
-    };
+    }
     for (j, v) in v.iter().enumerate() {
         let o = &mut out[j * ld..j * ld + n];
         if n == PANEL {

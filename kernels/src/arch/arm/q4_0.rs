@@ -16,8 +16,7 @@ use std::arch::aarch64::*;
 ///
 /// # Safety
 /// NEON; `qp` valid for 128 bytes, each `ap[t]` for 32.
-#[inline]
-#[target_feature(enable = "neon")]
+#[inline(always)]
 pub unsafe fn sums_neon<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
     let m4 = vdupq_n_u8(0x0F);
     let z = vdupq_n_s16(0);
@@ -59,8 +58,7 @@ pub unsafe fn sums_neon<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [
 ///
 /// # Safety
 /// NEON + dotprod; `qp` valid for 128 bytes.
-#[inline]
-#[target_feature(enable = "neon,dotprod")]
+#[inline(always)]
 unsafe fn step_dotprod<const V: usize, const N: usize>(
     qp: *const u8,
     a: &[[int8x16_t; 2]; N],
@@ -89,8 +87,7 @@ unsafe fn step_dotprod<const V: usize, const N: usize>(
 ///
 /// # Safety
 /// NEON + dotprod; `qp` valid for 128 bytes, each `ap[t]` for 32.
-#[inline]
-#[target_feature(enable = "neon,dotprod")]
+#[inline(always)]
 pub unsafe fn sums_dotprod<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
     let z = vdupq_n_s32(0);
     let mut a = [[vdupq_n_s8(0); 2]; N];
@@ -116,8 +113,7 @@ pub unsafe fn sums_dotprod<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -
 ///
 /// # Safety
 /// NEON; `x`, `y` valid for 32 bytes.
-#[inline]
-#[target_feature(enable = "neon")]
+#[inline(always)]
 pub unsafe fn act_pair(x: *const i8, y: *const i8) -> [int8x16_t; 4] {
     let (x0, x1) = (
         vreinterpretq_s64_s8(vld1q_s8(x)),
@@ -140,8 +136,7 @@ pub unsafe fn act_pair(x: *const i8, y: *const i8) -> [int8x16_t; 4] {
 ///
 /// # Safety
 /// NEON.
-#[inline]
-#[target_feature(enable = "neon")]
+#[inline(always)]
 pub unsafe fn untile(m: &[int32x4_t; 4]) -> (I32x8, I32x8) {
     (
         [vuzp1q_s32(m[0], m[1]), vuzp1q_s32(m[2], m[3])],
@@ -156,8 +151,7 @@ pub unsafe fn untile(m: &[int32x4_t; 4]) -> (I32x8, I32x8) {
 ///
 /// # Safety
 /// NEON + dotprod + i8mm; `qp` valid for 128 bytes, each `ap[t]` for 32.
-#[inline]
-#[target_feature(enable = "neon,dotprod,i8mm")]
+#[inline(always)]
 pub unsafe fn sums_i8mm<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
     let z = vdupq_n_s32(0);
     let mut out = [[z; 2]; N];

@@ -13,8 +13,7 @@ use std::arch::aarch64::*;
 ///
 /// # Safety
 /// NEON; `qp` valid for 256 bytes, each `ap[t]` for 32.
-#[inline]
-#[target_feature(enable = "neon")]
+#[inline(always)]
 pub unsafe fn sums_neon<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
     let z = vdupq_n_s32(0);
     let mut acc = [[(z, z); 2]; N];
@@ -54,8 +53,7 @@ pub unsafe fn sums_neon<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [
 ///
 /// # Safety
 /// NEON + dotprod; `qp` valid for 256 bytes.
-#[inline]
-#[target_feature(enable = "neon,dotprod")]
+#[inline(always)]
 unsafe fn step_dotprod<const G: usize, const N: usize>(
     qp: *const u8,
     a: &[[int8x16_t; 2]; N],
@@ -80,8 +78,7 @@ unsafe fn step_dotprod<const G: usize, const N: usize>(
 ///
 /// # Safety
 /// NEON + dotprod; `qp` valid for 256 bytes, each `ap[t]` for 32.
-#[inline]
-#[target_feature(enable = "neon,dotprod")]
+#[inline(always)]
 pub unsafe fn sums_dotprod<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
     let z = vdupq_n_s32(0);
     let mut a = [[vdupq_n_s8(0); 2]; N];
@@ -108,8 +105,7 @@ pub unsafe fn sums_dotprod<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -
 ///
 /// # Safety
 /// NEON + dotprod + i8mm; `qp` valid for 256 bytes, each `ap[t]` for 32.
-#[inline]
-#[target_feature(enable = "neon,dotprod,i8mm")]
+#[inline(always)]
 pub unsafe fn sums_i8mm<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
     let z = vdupq_n_s32(0);
     let mut out = [[z; 2]; N];
