@@ -429,3 +429,93 @@ fn extreme_codes_do_not_saturate() {
         }
     }
 }
+
+/// Packs `rows x cols` of `layout` from random bytes (Q4_1x64 via shared 64-group scales).
+fn random_packed(layout: Layout, rows: usize, cols: usize, rng: &mut Rng) -> PackedMatrix {
+    let (ty, share) = match layout {
+        Layout::Q4_0 => (GgmlType::Q4_0, false),
+        Layout::Q4_1 => (GgmlType::Q4_1, false),
+        Layout::Q4_1x64 => (GgmlType::Q4_1, true),
+        Layout::Q8_0 => (GgmlType::Q8_0, false),
+    };
+    let bytes = random_tensor(ty, rows, cols, share, rng);
+    let opts = PackOptions { merge_q4_1: share };
+    let w = PackedMatrix::pack_with(ty, &bytes, rows, cols, opts).unwrap();
+    assert_eq!(w.layout, layout);
+    w
+}
+
+fn assert_bits_eq(isa: Isa, what: &str, got: &[f32], want: &[f32]) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.to_bits(), w.to_bits(), "{isa} {what} at {i}: {g} vs {w}");
+    }
+}
+
+/// Every SIMD level reproduces the scalar reference bit for bit on plain products (the
+/// integer block sums are exact and the float epilogue follows the reference's order), for
+/// every token count a tile split can leave (1..=9: gemv, odd tokens, i8mm pairs) and
+/// partial last panels.
+#[test]
+fn simd_matches_scalar_bit_for_bit() {
+    let layouts = [Layout::Q4_0, Layout::Q4_1, Layout::Q4_1x64, Layout::Q8_0];
+    let mut rng = Rng(11);
+    for layout in layouts {
+        for rows in [1, 5, 8, 13, 24] {
+            let cols = 128;
+            let w = random_packed(layout, rows, cols, &mut rng);
+            for tokens in 1..=9 {
+                let act =
+                    QuantizedActivation::quantize(&random_act(tokens, cols, &mut rng), tokens);
+                let mut want = vec![0f32; tokens * rows];
+                gemm(&w, &act, &mut want, rows, 0..w.panels(), Isa::Scalar);
+                for isa in Isa::available() {
+                    let mut got = vec![f32::NAN; tokens * rows];
+                    gemm(&w, &act, &mut got, rows, 0..w.panels(), isa);
+                    assert_bits_eq(
+                        isa,
+                        &format!("{layout:?} {rows}x{tokens} gemm"),
+                        &got,
+                        &want,
+                    );
+                    let mut one = vec![f32::NAN; rows];
+                    gemv(&w, &act, &mut one, 0..w.panels(), isa);
+                    assert_bits_eq(isa, &format!("{layout:?} {rows} gemv"), &one, &want[..rows]);
+                }
+            }
+        }
+    }
+}
+
+/// The saturation extremes (all-15 nibbles, -128 / 127 int8 codes against ±127
+/// activations over 4096 columns) for 1 and 3 tokens — the gemv core and the odd-token
+/// path next to a token pair — bit for bit against the scalar reference.
+#[test]
+fn extreme_codes_exact_for_odd_token_counts() {
+    let (rows, cols) = (9, 4096);
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        for code in [0xFFu8, 0x80, 0x7F] {
+            let bb = ty.type_size();
+            let mut bytes = vec![code; rows * cols / 32 * bb];
+            for blk in bytes.chunks_exact_mut(bb) {
+                blk[0..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+                if ty == GgmlType::Q4_1 {
+                    blk[2..4].copy_from_slice(&f16::from_f32(-1.0).to_bits().to_le_bytes());
+                }
+            }
+            let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
+            for tokens in [1, 3] {
+                let x: Vec<f32> = (0..tokens * cols)
+                    .map(|i| if (i / cols) % 2 == 0 { 1.0 } else { -1.0 })
+                    .collect();
+                let act = QuantizedActivation::quantize(&x, tokens);
+                let mut want = vec![0f32; tokens * rows];
+                gemm(&w, &act, &mut want, rows, 0..w.panels(), Isa::Scalar);
+                for isa in Isa::available() {
+                    let mut got = vec![f32::NAN; tokens * rows];
+                    gemm(&w, &act, &mut got, rows, 0..w.panels(), isa);
+                    assert_bits_eq(isa, &format!("{ty:?} {code:#x} x{tokens}"), &got, &want);
+                }
+            }
+        }
+    }
+}

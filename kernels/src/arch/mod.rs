@@ -2,5 +2,7 @@
 //! crate's matmul path lives here; the safe wrappers in [`crate::matmul`] validate shapes
 //! and the CPU's features before calling in.
 
+#[cfg(target_arch = "aarch64")]
+pub mod arm;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;

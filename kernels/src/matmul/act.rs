@@ -78,6 +78,20 @@ impl QuantizedActivation {
             }
             return;
         }
+        #[cfg(target_arch = "aarch64")]
+        if matches!(isa, Isa::Neon | Isa::Dotprod | Isa::I8mm) && isa.is_available() {
+            crate::arch::arm::act::quantize_checked(
+                x,
+                &mut self.qs,
+                &mut self.d,
+                &mut self.sum,
+                &mut self.ds,
+            );
+            for (s8, s) in self.sum8.iter_mut().zip(&self.sum) {
+                *s8 = 8 * s;
+            }
+            return;
+        }
         let _ = isa;
         for (b, (xb, qb)) in x
             .chunks_exact(QK)

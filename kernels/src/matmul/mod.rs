@@ -11,7 +11,9 @@
 //! * [`gemv`], [`gemm`], [`gemv_swiglu`], [`gemm_swiglu`] are single-threaded over a range
 //!   of **output panels** (8 output rows each, [`PackedMatrix::panels`]); a thread pool
 //!   splits the panel range. They dispatch on an [`Isa`]; levels without a kernel here
-//!   (the ARM ones on x86, or any level on another architecture) run the scalar path.
+//!   (the ARM ones on x86, AVX2 on aarch64, any level on another architecture) run the
+//!   scalar path. x86: `arch::x86` (AVX2); aarch64: `arch::arm` (NEON,
+//!   dotprod, i8mm).
 //!
 //! Output placement: panel range `a..b` covers output rows `8a .. min(8b, rows)`; row `r`
 //! of token `t` goes to `out[t * ld + (r - 8a)]` (`gemv`: `ld` irrelevant, one token).
@@ -26,8 +28,11 @@
 //! Q8_0 per thread (ggml on the same shape: 58-81 repacked Q4_0, 19-20 Q4_1, 52-65 Q8_0).
 //!
 //! Packed data for ARM kernels: the layout is ISA-neutral (4-byte groups of 8 rows, one
-//! row per 32-bit lane, raw fp16 scales); an `arch::arm` backend reads the same bytes via
-//! [`PackedMatrix::panel_quants`] / [`PackedMatrix::panel_scales`] and plugs into `run`.
+//! row per 32-bit lane, raw fp16 scales); `arch::arm` reads the same bytes via
+//! [`PackedMatrix::panel_quants`] / [`PackedMatrix::panel_scales`] (NEON `smlal`, dotprod
+//! `sdot` by element, i8mm `smmla` on token pairs; see its module doc). Every SIMD level
+//! reproduces the scalar reference bit for bit except inside SwiGLU's `exp`. Not yet
+//! measured on ARM hardware (verified under qemu only).
 
 #![forbid(unsafe_code)]
 
@@ -97,6 +102,10 @@ fn run(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => crate::arch::x86::gemm_checked(w, act, tokens, out, ld, panels, swiglu),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon | Isa::Dotprod | Isa::I8mm => {
+            crate::arch::arm::gemm_checked(w, act, tokens, out, ld, panels, swiglu, isa)
+        }
         _ => scalar::gemm(w, act, tokens, out, ld, panels, swiglu),
     }
 }
@@ -115,7 +124,8 @@ pub fn gemv(
 }
 
 /// Every row of `act` times the matrix: `out[t·ld + r - 8·panels.start]`. Each weight panel
-/// is loaded once per tile of 4 activation rows.
+/// is loaded once per tile of activation rows (4 on AVX2 Q4 / dotprod / i8mm, 6 on AVX2
+/// Q8_0, 2 on plain NEON).
 pub fn gemm(
     w: &PackedMatrix,
     act: &QuantizedActivation,

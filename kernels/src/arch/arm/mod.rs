@@ -1,0 +1,388 @@
+//! aarch64 kernels on the packed 8-row panels of [`crate::matmul::packed`]: plain NEON,
+//! dotprod (`sdot`) and i8mm (`smmla`), for Q4_0, Q4_1 (+ merged 64-groups) and Q8_0.
+//!
+//! The layout is the x86 one, read 128 bits at a time: each 32-byte vector of a (panel,
+//! block) record is two NEON registers, rows 0-3 and rows 4-7, one row per 32-bit lane
+//! (4 code bytes of that row). Per (panel, 32-block, token) the integer cores return
+//! `Σ code·q` for the 8 rows as two `int32x4_t` (rows 0-3, 4-7) — exact, so every ISA
+//! gives the same integers — and the shared float epilogue adds one FMA per block per
+//! 4 rows, in the scalar reference's order (bit-identical to [`crate::matmul::scalar`]).
+//! No horizontal reduction per row anywhere.
+//!
+//! * **NEON**: the activation's 4-byte group is broadcast (`ld1r`-style `dup .4s`);
+//!   `smlal`/`smlal2` multiply 8 codes x 8 activation bytes into int16 lanes (Q4: 8
+//!   products of <= 15·127 per lane, <= 15240), two `addp` steps reduce the 4 bytes of a
+//!   row (<= 30480, still int16) and `saddlp` widens to int32. Q8_0: `smull` + `smlal`
+//!   (2 products <= 2·128·127 = 32512) then `sadalp` into int32.
+//! * **dotprod**: `sdot v.4s, w.16b, a.4b[i]` — the by-element form picks the activation
+//!   4-byte group `i` out of the 16 activation bytes held in one register, so one `sdot`
+//!   does 4 bytes x 4 rows; a Q4 block is 16 `sdot` per token (8 nibble registers x 2
+//!   row halves), Q8_0 also 16.
+//! * **i8mm**: `smmla` multiplies a 2x8 weight tile by an 8x2 activation tile. `zip1/zip2
+//!   .4s` of two consecutive 4-byte-group vectors gives two rows' 8 consecutive elements
+//!   (rows `2k, 2k+1`), and `zip1/zip2 .2d` of two tokens' activation registers gives the
+//!   matching 8 elements of a token pair. A block is 16 `smmla` per token pair (half the
+//!   `sdot` count); the 2x2 results are de-interleaved with `uzp1/uzp2 .4s`. An odd token
+//!   and gemv (one token) use the dotprod core.
+//!
+//! fp16 scales: 8 per (panel, block), widened with `fcvtl`/`fcvtl2` (asm: the Rust
+//! `float16x4_t` intrinsics are unstable). The `sdot`/`smmla` intrinsics are unstable too:
+//! they are `asm!` inside `#[target_feature]` functions.
+//!
+//! Structure: `gemm_neon` / `gemm_dotprod` / `gemm_i8mm` are the `#[target_feature]`
+//! roots; everything below them (driver, tiles, epilogues, the [`Core`] integer sums) is
+//! `#[inline(always)]` without target features, so each root compiles into one function
+//! with its features, and the tiny `#[target_feature]` asm primitives ([`sdot_lane`],
+//! [`smmla`], [`f16x8`]) inline into it. (A `#[target_feature]` on the mid-sized cores
+//! kept LLVM from inlining them: one call per block, results through memory.) The cores
+//! carry no target feature themselves; their safety contracts name the level the CPU
+//! must have.
+
+// Kernels index several per-token arrays in lockstep.
+#![allow(clippy::needless_range_loop)]
+
+pub mod act;
+pub mod q4_0;
+pub mod q4_1;
+pub mod q8_0;
+
+use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
+use crate::Isa;
+use std::arch::aarch64::*;
+use std::arch::asm;
+use std::ops::Range;
+
+/// The 8 rows of one panel: rows 0-3 and rows 4-7.
+pub type I32x8 = [int32x4_t; 2];
+/// The 8 rows of one panel: rows 0-3 and rows 4-7.
+pub type F32x8 = [float32x4_t; 2];
+
+/// The integer block sums of one ISA level.
+pub trait Core {
+    /// Activation rows per weight-panel pass in gemm.
+    const TILE: usize;
+    /// `Σ nibble·q` over one packed Q4 (panel, block) for tokens `0..N` (nibbles unsigned).
+    ///
+    /// # Safety
+    /// The CPU supports this core's level; `qp` is valid for 128 bytes and each `ap[t]`
+    /// for 32 bytes.
+    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N];
+    /// `Σ code·q` over one packed Q8_0 (panel, block) for tokens `0..N`.
+    ///
+    /// # Safety
+    /// The CPU supports this core's level; `qp` is valid for 256 bytes and each `ap[t]`
+    /// for 32 bytes.
+    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N];
+}
+
+/// Plain NEON (`smlal`, `sadalp`).
+pub struct Neon;
+/// NEON + `sdot`.
+pub struct Dotprod;
+/// NEON + `sdot` + `smmla`.
+pub struct I8mm;
+
+impl Core for Neon {
+    const TILE: usize = 2;
+    #[inline(always)]
+    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
+        q4_0::sums_neon::<N>(qp, ap)
+    }
+    #[inline(always)]
+    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
+        q8_0::sums_neon::<N>(qp, ap)
+    }
+}
+
+impl Core for Dotprod {
+    const TILE: usize = 4;
+    #[inline(always)]
+    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
+        q4_0::sums_dotprod::<N>(qp, ap)
+    }
+    #[inline(always)]
+    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
+        q8_0::sums_dotprod::<N>(qp, ap)
+    }
+}
+
+impl Core for I8mm {
+    const TILE: usize = 4;
+    #[inline(always)]
+    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
+        q4_0::sums_i8mm::<N>(qp, ap)
+    }
+    #[inline(always)]
+    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
+        q8_0::sums_i8mm::<N>(qp, ap)
+    }
+}
+
+// ---- asm primitives ------------------------------------------------------------------
+
+/// `acc.4s += w.16b · a.4b[L]`: lane `i` of `acc` gains the dot of bytes `4i..4i+4` of
+/// `w` with bytes `4L..4L+4` of `a` (signed x signed).
+///
+/// # Safety
+/// The CPU supports NEON and dotprod. `L < 4`.
+#[inline]
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn sdot_lane<const L: usize>(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    macro_rules! go {
+        ($l:literal) => {
+            asm!(concat!("sdot {acc:v}.4s, {w:v}.16b, {a:v}.4b[", $l, "]"),
+                 acc = inout(vreg) acc, w = in(vreg) w, a = in(vreg) a,
+                 options(pure, nomem, nostack, preserves_flags))
+        };
+    }
+    match L {
+        0 => go!("0"),
+        1 => go!("1"),
+        2 => go!("2"),
+        _ => go!("3"),
+    }
+    acc
+}
+
+/// `smmla`: `w` = two rows of 8 bytes (`w0` = bytes 0..8, `w1` = 8..16), `a` = two
+/// columns (tokens) likewise; `acc += [w0·a0, w0·a1, w1·a0, w1·a1]`.
+///
+/// # Safety
+/// The CPU supports NEON and i8mm.
+#[inline]
+#[target_feature(enable = "neon,i8mm")]
+pub unsafe fn smmla(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    asm!("smmla {acc:v}.4s, {w:v}.16b, {a:v}.16b", acc = inout(vreg) acc, w = in(vreg) w,
+         a = in(vreg) a, options(pure, nomem, nostack, preserves_flags));
+    acc
+}
+
+/// Widens 8 fp16 (raw bits at `p`) to f32 with `fcvtl` / `fcvtl2` (base ARMv8 FP).
+///
+/// # Safety
+/// `p` valid for 8 `u16`. (`fcvtl` is base ARMv8 FP/SIMD, which every aarch64 target has:
+/// no target feature, so it inlines everywhere.)
+#[inline(always)]
+pub unsafe fn f16x8(p: *const u16) -> F32x8 {
+    let h = vld1q_u16(p);
+    let (lo, hi): (float32x4_t, float32x4_t);
+    asm!("fcvtl {lo:v}.4s, {h:v}.4h", "fcvtl2 {hi:v}.4s, {h:v}.8h",
+         // `lo` is written before `h` is read again: an early-clobber `out`.
+         lo = out(vreg) lo, hi = lateout(vreg) hi, h = in(vreg) h,
+         options(pure, nomem, nostack, preserves_flags));
+    [lo, hi]
+}
+
+/// Broadcasts the 4 bytes at `p` to the 4 lanes (`dup .4s`).
+///
+/// # Safety
+/// `p` valid for 4 bytes (any alignment).
+#[inline(always)]
+pub unsafe fn dup4(p: *const i8) -> int8x16_t {
+    vreinterpretq_s8_s32(vdupq_n_s32((p as *const i32).read_unaligned()))
+}
+
+/// Pointers to the codes of activation rows `t0..t0+N` (checked in bounds).
+#[inline(always)]
+pub fn act_ptrs<const N: usize>(act: &QuantizedActivation, t0: usize) -> [*const i8; N] {
+    let mut ap = [std::ptr::null(); N];
+    for (t, p) in ap.iter_mut().enumerate() {
+        *p = act.row_qs(t0 + t).as_ptr();
+    }
+    ap
+}
+
+// ---- driver ----------------------------------------------------------------------------
+
+/// Activation rows whose codes stay cache-resident while all panels of the range are swept
+/// (a multiple of every tile size).
+const TOKEN_CHUNK: usize = 24;
+
+/// Safe entry point: the gemm/gemv on level `isa` (`Neon`, `Dotprod` or `I8mm`) after
+/// checking the CPU supports it (panics otherwise, or for a non-ARM level).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_checked(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    swiglu: bool,
+    isa: Isa,
+) {
+    assert!(
+        isa.is_available(),
+        "{isa} kernels requested on a CPU without {isa}"
+    );
+    // SAFETY (all three): the CPU supports the level (checked just above); shapes are the
+    // caller's contract (`crate::matmul::check`), and violations panic on slice bounds.
+    match isa {
+        Isa::Neon => unsafe { gemm_neon(w, act, tokens, out, ld, panels, swiglu) },
+        Isa::Dotprod => unsafe { gemm_dotprod(w, act, tokens, out, ld, panels, swiglu) },
+        Isa::I8mm => unsafe { gemm_i8mm(w, act, tokens, out, ld, panels, swiglu) },
+        _ => panic!("{isa} is not an aarch64 level"),
+    }
+}
+
+/// The gemm/gemv driver with plain NEON (gemv = one token).
+///
+/// # Safety
+/// The CPU supports NEON. Shapes must satisfy `crate::matmul::check` (activation width =
+/// matrix width, panel and token ranges in bounds, `out` long enough for `ld`); violations
+/// panic on slice bounds, never read out of bounds.
+#[target_feature(enable = "neon")]
+pub unsafe fn gemm_neon(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    swiglu: bool,
+) {
+    drive::<Neon>(w, act, tokens, out, ld, panels, swiglu)
+}
+
+/// [`gemm_neon`] with `sdot`.
+///
+/// # Safety
+/// The CPU supports NEON and dotprod; shapes as [`gemm_neon`].
+#[target_feature(enable = "neon,dotprod")]
+pub unsafe fn gemm_dotprod(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    swiglu: bool,
+) {
+    drive::<Dotprod>(w, act, tokens, out, ld, panels, swiglu)
+}
+
+/// [`gemm_neon`] with `smmla` for token pairs (`sdot` for gemv and an odd token).
+///
+/// # Safety
+/// The CPU supports NEON, dotprod and i8mm; shapes as [`gemm_neon`].
+#[target_feature(enable = "neon,dotprod,i8mm")]
+pub unsafe fn gemm_i8mm(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    swiglu: bool,
+) {
+    drive::<I8mm>(w, act, tokens, out, ld, panels, swiglu)
+}
+
+/// Panels x token tiles. Safety: as [`gemm_neon`], for core `C`'s level.
+#[inline(always)]
+unsafe fn drive<C: Core>(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    swiglu: bool,
+) {
+    let r0 = panels.start * PANEL;
+    let mut c0 = tokens.start;
+    while c0 < tokens.end {
+        let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
+        for p in panels.clone() {
+            let n = (w.rows - p * PANEL).min(PANEL);
+            let off = p * PANEL - r0;
+            let mut t = c0;
+            while t < c1 {
+                let k = (c1 - t).min(C::TILE);
+                let o = &mut out[(t - tokens.start) * ld + off..];
+                match k {
+                    4 => emit::<C, 4>(w, p, act, t, o, ld, n, swiglu),
+                    3 => emit::<C, 3>(w, p, act, t, o, ld, n, swiglu),
+                    2 => emit::<C, 2>(w, p, act, t, o, ld, n, swiglu),
+                    _ => emit::<C, 1>(w, p, act, t, o, ld, n, swiglu),
+                }
+                t += k;
+            }
+        }
+        c0 = c1;
+    }
+}
+
+/// Computes output panel `p` for tokens `t..t+N` and writes `n` rows of each at
+/// `out[j * ld ..]`. Safety: core `C`'s level is supported.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn emit<C: Core, const N: usize>(
+    w: &PackedMatrix,
+    p: usize,
+    act: &QuantizedActivation,
+    t: usize,
+    out: &mut [f32],
+    ld: usize,
+    n: usize,
+    swiglu: bool,
+) {
+    // One call site of `tile` (it is inlined: one copy per layout and N, not two).
+    let z = vdupq_n_f32(0.0);
+    let mut r = [[[z; 2]; N]; 2];
+    let (first, count) = if swiglu { (2 * p, 2) } else { (p, 1) };
+    for k in 0..count {
+        r[k] = tile::<C, N>(w, first + k, act, t);
+    }
+    let mut v = r[0];
+    if swiglu {
+        for j in 0..N {
+            for h in 0..2 {
+                v[j][h] = silu_mul(v[j][h], r[1][j][h]);
+            }
+        }
+    }
+    for (j, v) in v.iter().enumerate() {
+        let o = &mut out[j * ld..j * ld + n];
+        if n == PANEL {
+            // SAFETY: `o` holds exactly 8 f32.
+            vst1q_f32(o.as_mut_ptr(), v[0]);
+            vst1q_f32(o.as_mut_ptr().add(4), v[1]);
+        } else {
+            let mut tmp = [0f32; PANEL];
+            vst1q_f32(tmp.as_mut_ptr(), v[0]);
+            vst1q_f32(tmp.as_mut_ptr().add(4), v[1]);
+            o.copy_from_slice(&tmp[..n]);
+        }
+    }
+}
+
+/// The 8 outputs of internal panel `p` for tokens `t..t+N`. Safety: `C`'s level.
+#[inline(always)]
+unsafe fn tile<C: Core, const N: usize>(
+    w: &PackedMatrix,
+    p: usize,
+    act: &QuantizedActivation,
+    t: usize,
+) -> [F32x8; N] {
+    let (q, s) = (w.panel_quants(p), w.panel_scales(p));
+    match w.layout {
+        Layout::Q4_0 => q4_0::tile::<C, N>(q, s, act, t),
+        Layout::Q4_1 => q4_1::tile::<C, N>(q, s, act, t),
+        Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, act, t),
+        Layout::Q8_0 => q8_0::tile::<C, N>(q, s, act, t),
+    }
+}
+
+/// `silu(g) * u = g / (1 + exp(-g)) * u` (the NEON `exp` of [`crate::ops::arm`], ~2 ulp;
+/// saturates to ±0 / `g·u` at the ends).
+///
+/// # Safety
+/// NEON available.
+#[inline(always)]
+pub unsafe fn silu_mul(g: float32x4_t, u: float32x4_t) -> float32x4_t {
+    let e = crate::ops::arm::exp(vnegq_f32(g));
+    vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0), e)), u)
+}
