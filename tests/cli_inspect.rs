@@ -8,14 +8,21 @@ use std::process::Command;
 use pocket_model::gguf::GgufFile;
 
 fn pocket(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pocket")).args(args).output().expect("run pocket")
+    Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .output()
+        .expect("run pocket")
 }
 
 #[test]
 fn inspect_json_matches_the_file() {
     let path = common::smollm2();
     let out = pocket(&["inspect".as_ref(), path.as_os_str(), "--json".as_ref()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let g = GgufFile::open(&path).unwrap();
     assert_eq!(doc["version"], 3);
@@ -39,10 +46,21 @@ fn inspect_table_lists_metadata_tensors_and_totals() {
     let out = pocket(&["inspect".as_ref(), common::gemma3().as_os_str()]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for needle in ["* metadata", "* tensors", "* totals", "gemma3.block_count", "q6_K", "q5_0", "bits per weight"] {
+    for needle in [
+        "* metadata",
+        "* tensors",
+        "* totals",
+        "gemma3.block_count",
+        "q6_K",
+        "q5_0",
+        "bits per weight",
+    ] {
         assert!(text.contains(needle), "missing {needle:?}");
     }
-    assert!(text.contains("... 262"), "long vocabulary arrays are summarised");
+    assert!(
+        text.contains("... 262"),
+        "long vocabulary arrays are summarised"
+    );
 }
 
 #[test]
@@ -54,7 +72,11 @@ fn inspect_bad_files_fail_with_one_clear_line() {
     std::fs::write(&cut, &bytes[..1_000_000]).unwrap();
     let not = dir.join("not.gguf");
     std::fs::write(&not, b"hello world").unwrap();
-    for (path, want) in [(&cut, "truncated"), (&not, "not a GGUF file"), (&dir.join("missing.gguf"), "cannot open")] {
+    for (path, want) in [
+        (&cut, "truncated"),
+        (&not, "not a GGUF file"),
+        (&dir.join("missing.gguf"), "cannot open"),
+    ] {
         let out = pocket(&["inspect".as_ref(), path.as_os_str()]);
         assert_eq!(out.status.code(), Some(1), "{}", path.display());
         let err = String::from_utf8(out.stderr).unwrap();
@@ -62,6 +84,10 @@ fn inspect_bad_files_fail_with_one_clear_line() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
     let out = pocket(&["inspect".as_ref(), "--bogus".as_ref()]);
-    assert_eq!(out.status.code(), Some(2), "clap reports bad flags with status 2");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "clap reports bad flags with status 2"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
