@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod compare_cmd;
 mod inspect_cmd;
 
 #[derive(Parser)]
@@ -21,12 +22,15 @@ struct Cli {
 enum Command {
     /// Show a GGUF file's metadata, tensors and totals (in the spirit of gguf-dump).
     Inspect(inspect_cmd::InspectArgs),
+    /// Work on stored comparison receipts: trend page, regression gate, results directory.
+    Compare(compare_cmd::CompareArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => inspect_cmd::run(args),
+        Command::Compare(args) => compare_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -38,4 +42,4 @@ pub fn main() -> ExitCode {
 }
 
 /// Errors a subcommand reports to the user (printed as `error: ...`, exit status 1).
-pub type CliResult = Result<(), Box<dyn std::error::Error>>;
+pub type CliResult = Result<(), crate::Error>;
