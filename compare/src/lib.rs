@@ -10,6 +10,7 @@ pub mod bandwidth;
 pub mod bench_format;
 pub mod bench_row;
 pub mod cli;
+pub mod comparator;
 pub mod engine;
 pub mod gate;
 pub mod history;

@@ -34,7 +34,7 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(50)
-            .build_cartesian_2d(0f64..n as f64, 0f64..top)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
             .map_err(plot_err)?;
         let labels_ref = &labels;
         chart
@@ -42,8 +42,12 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             .disable_x_mesh()
             .x_labels(n)
             .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                labels_ref.get(i).cloned().unwrap_or_default()
+                // Ticks fall on bar centres (whole numbers); name only those.
+                let i = x.round();
+                if (x - i).abs() > 1e-6 || i < 0.0 {
+                    return String::new();
+                }
+                labels_ref.get(i as usize).cloned().unwrap_or_default()
             })
             .y_desc("speedup (×)")
             .draw()
@@ -52,7 +56,7 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             .draw_series(speedups.iter().enumerate().map(|(i, s)| {
                 let color = if *s >= 1.0 { POCKET } else { LLAMA };
                 Rectangle::new(
-                    [(i as f64 + 0.2, 0.0), (i as f64 + 0.8, *s)],
+                    [(i as f64 - 0.3, 0.0), (i as f64 + 0.3, *s)],
                     color.filled(),
                 )
             }))
@@ -61,14 +65,14 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             .draw_series(speedups.iter().enumerate().map(|(i, s)| {
                 Text::new(
                     format!("{s:.2}"),
-                    (i as f64 + 0.35, s + top * 0.03),
+                    (i as f64 - 0.15, s + top * 0.03),
                     ("sans-serif", 12),
                 )
             }))
             .map_err(plot_err)?;
         chart
             .draw_series(LineSeries::new(
-                [(0.0, 1.0), (n as f64, 1.0)],
+                [(-0.5, 1.0), (n as f64 - 0.5, 1.0)],
                 ROOF.stroke_width(1),
             ))
             .map_err(plot_err)?;
