@@ -172,6 +172,17 @@ fn results_dir_has_receipt_csv_report_and_plots() {
         assert!(text.starts_with("<svg") && text.contains("</svg>"), "{svg}");
         assert!(text.contains("<text"), "{svg} has labels");
     }
+
+    // `pocket compare --report R --results DIR` writes the same directory from a receipt.
+    let again = tempfile::tempdir().unwrap();
+    compare_cmd::run(CompareArgs {
+        report: Some(dir.join("receipt.json")),
+        results: Some(again.path().to_path_buf()),
+        ..args()
+    })
+    .unwrap();
+    let md2 = std::fs::read_to_string(again.path().join("2026-11-30-test-box/report.md")).unwrap();
+    assert_eq!(md2, md);
 }
 
 #[test]
@@ -308,4 +319,16 @@ fn bandwidth_probe_reports_gbs() {
     assert_eq!(bw.buffer_bytes, 16 << 20);
     assert!(bw.single_gbs > 0.1 && bw.multi_gbs > 0.1, "{bw:?}");
     assert_eq!(bw.for_threads(1), bw.single_gbs);
+}
+
+#[test]
+fn default_bandwidth_probe_is_quick() {
+    let start = std::time::Instant::now();
+    let bw = bandwidth::probe_default();
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!("{bw:?} in {secs:.2} s");
+    assert_eq!(bw.buffer_bytes, 512 << 20);
+    // < 2 s on an idle machine; slack for a shared one.
+    assert!(secs < 6.0, "{secs} s");
+    assert!(bw.multi_gbs > 0.5 && bw.single_gbs > 0.5, "{bw:?}");
 }
