@@ -16,21 +16,34 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> crate::Error {
 
 /// Bars of pocket/llama.cpp speedup, one per (model, test, threads), with a line at 1.
 pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
+    // One model: its name goes in the caption and the bars are named by test and threads.
+    let one_model = receipt.results.windows(2).all(|w| w[0].model == w[1].model);
     let labels: Vec<String> = receipt
         .results
         .iter()
-        .map(|c| format!("{} {} t{}", short(&c.model), c.test, c.threads))
+        .map(|c| {
+            if one_model {
+                format!("{} t{}", c.test, c.threads)
+            } else {
+                format!("{} {} t{}", short(&c.model), c.test, c.threads)
+            }
+        })
         .collect();
+    let caption = match receipt.results.first() {
+        Some(c) if one_model => format!("pocket speedup over llama.cpp: {}", short(&c.model)),
+        _ => "pocket speedup over llama.cpp".to_string(),
+    };
+    let bar_px = if one_model { 90 } else { 220 };
     let speedups: Vec<f64> = receipt.results.iter().map(|c| c.derived.speedup).collect();
     let top = speedups.iter().copied().fold(1.0, f64::max) * 1.15;
     let n = labels.len().max(1);
     let mut svg = String::new();
     {
-        let width = (160 + 90 * n as u32).max(480);
+        let width = (160 + bar_px * n as u32).max(480);
         let root = SVGBackend::with_string(&mut svg, (width, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("pocket speedup over llama.cpp", ("sans-serif", 18))
+            .caption(&caption, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(50)
@@ -93,6 +106,7 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
         return Ok(None);
     }
     let max_threads = decode.iter().map(|c| c.threads).max().unwrap_or(1);
+    let one_model = decode.windows(2).all(|w| w[0].model == w[1].model);
     let top = decode
         .iter()
         .flat_map(|c| {
@@ -110,7 +124,14 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
-                "decode t/s against the bandwidth roofline",
+                if one_model {
+                    format!(
+                        "decode t/s against the bandwidth roofline: {}",
+                        short(&decode[0].model)
+                    )
+                } else {
+                    "decode t/s against the bandwidth roofline".to_string()
+                },
                 ("sans-serif", 18),
             )
             .margin(12)
@@ -157,7 +178,11 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
                 .map_err(plot_err)?;
             chart
                 .draw_series([Text::new(
-                    format!("roof {} {r:.1}", short(&c.model)),
+                    if one_model {
+                        format!("roof {r:.1}")
+                    } else {
+                        format!("roof {} {r:.1}", short(&c.model))
+                    },
                     (x - 0.3, r + top * 0.02),
                     ("sans-serif", 11),
                 )])
