@@ -10,11 +10,15 @@ use pocket_compare::bench_format::{fmt_g6, parse, write, Format};
 use pocket_compare::bench_row::BenchRow;
 use pocket_compare::llama_bench::cache_dir;
 
-fn data(ext: &str) -> String {
+fn data_file(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
-        .join(format!("llama-bench-smollm2-q4_1.{ext}"));
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn data(ext: &str) -> String {
+    data_file(&format!("llama-bench-smollm2-q4_1.{ext}"))
 }
 
 const ALL: [(Format, &str); 5] = [
@@ -85,6 +89,26 @@ fn golden_outputs_are_rewritten_byte_for_byte() {
     let head = |s: &str| s.split("INSERT").next().unwrap().to_string();
     assert_eq!(head(&sql), head(&golden));
     assert_eq!(sql.lines().count(), golden.lines().count());
+}
+
+#[test]
+fn md_written_from_json_rows_matches_the_same_runs_md() {
+    // One llama-bench run printed json (stdout) and md (stderr): non-default n_batch and
+    // type_k columns, two repetitions (t/s ± a non-zero sd from samples_ns).
+    let rows = parse(
+        &data_file("llama-bench-same-run-b512-ctkq8.json"),
+        Format::Json,
+    )
+    .unwrap();
+    let md = data_file("llama-bench-same-run-b512-ctkq8.md");
+    assert_eq!(write(&rows, Format::Md), md);
+    assert_eq!(
+        write(&rows, Format::Json),
+        data_file("llama-bench-same-run-b512-ctkq8.json")
+    );
+    let back = parse(&md, Format::Md).unwrap();
+    assert_eq!((back[0].n_batch, back[0].type_k.as_str()), (512, "q8_0"));
+    assert_eq!(write(&back, Format::Md), md);
 }
 
 #[test]

@@ -76,3 +76,49 @@ fn llama_cpp_engine_measures_one_repetition() {
     assert!(s.ts > 0.0 && s.peak_rss_bytes > 64 << 20);
     assert!(s.wall_ms >= s.setup_ms && s.setup_ms > 0.0);
 }
+
+#[test]
+fn our_md_matches_llama_bench_md_of_the_same_run() {
+    // `-o json -oe md`: one run prints json to stdout and md to stderr.
+    let tools = tools();
+    let args = BenchArgs {
+        model: model(),
+        threads: 1,
+        n_prompt: 16,
+        n_gen: 4,
+        reps: 2,
+        format: Format::Json,
+        extra: ["-b", "256", "-ctv", "q8_0", "-oe", "md"]
+            .map(String::from)
+            .to_vec(),
+    };
+    let run = llama_bench::run(&tools, &args).unwrap();
+    let stderr = &run.stats.stderr;
+    let start = stderr.find("| model").expect("md table on stderr");
+    let end = stderr[start..].find("build: ").map(|i| start + i).unwrap();
+    let line_end = stderr[end..]
+        .find('\n')
+        .map_or(stderr.len(), |i| end + i + 1);
+    let theirs = &stderr[start..line_end];
+    let ours = pocket_compare::bench_format::write(&run.rows, Format::Md);
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn our_sql_matches_llama_bench_sql_of_the_same_run() {
+    let tools = tools();
+    let args = BenchArgs {
+        model: model(),
+        threads: 1,
+        n_prompt: 16,
+        n_gen: 0,
+        reps: 1,
+        format: Format::Json,
+        extra: ["-oe", "sql"].map(String::from).to_vec(),
+    };
+    let run = llama_bench::run(&tools, &args).unwrap();
+    let stderr = &run.stats.stderr;
+    let start = stderr.find("CREATE TABLE").expect("sql on stderr");
+    let ours = pocket_compare::bench_format::write(&run.rows, Format::Sql);
+    assert_eq!(ours, &stderr[start..]);
+}
