@@ -129,6 +129,39 @@ pub const REQUIRED: [&str; 20] = [
     "stddev_ts",
 ];
 
+/// The properties `scripts/compare-llama-bench.py` joins two builds' rows on
+/// (`LLAMA_BENCH_KEY_PROPERTIES`): a pocket row pairs with a llama.cpp row only if all agree.
+pub const KEY_PROPERTIES: [&str; 28] = [
+    "cpu_info",
+    "gpu_info",
+    "backends",
+    "n_gpu_layers",
+    "n_cpu_moe",
+    "tensor_buft_overrides",
+    "model_filename",
+    "model_type",
+    "n_batch",
+    "n_ubatch",
+    "embeddings",
+    "cpu_mask",
+    "cpu_strict",
+    "poll",
+    "n_threads",
+    "type_k",
+    "type_v",
+    "load_mode",
+    "no_kv_offload",
+    "split_mode",
+    "main_gpu",
+    "tensor_split",
+    "flash_attn",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "fit_target",
+    "fit_min_ctx",
+];
+
 /// llama-bench's `test::field_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldType {
@@ -233,6 +266,20 @@ impl BenchRow {
             format!("{:.6}", self.avg_ts),
             format!("{:.6}", self.stddev_ts),
         ]
+    }
+
+    /// The join properties ([`KEY_PROPERTIES`]) on which `self` and `other` differ: empty
+    /// when compare-llama-bench.py will pair the two rows.
+    pub fn key_mismatches(&self, other: &BenchRow) -> Vec<&'static str> {
+        let (a, b) = (self.values(), other.values());
+        KEY_PROPERTIES
+            .iter()
+            .copied()
+            .filter(|k| {
+                let i = FIELDS.iter().position(|f| f == k).expect("key is a field");
+                a[i] != b[i]
+            })
+            .collect()
     }
 
     /// A CPU row with llama-bench's defaults for everything a run does not set (what

@@ -238,6 +238,16 @@ fn compare_llama_bench_py_accepts_our_files() {
     both.extend(pocket.iter().cloned());
     put("both.jsonl", write(&both, Format::Jsonl));
 
+    for (a, b) in baseline.iter().zip(&pocket) {
+        assert!(a.key_mismatches(b).is_empty());
+    }
+    let mut other = pocket[0].clone();
+    other.n_threads = 4;
+    other.model_type = "llama 135M Q4_1".into();
+    assert_eq!(
+        baseline[0].key_mismatches(&other),
+        ["model_type", "n_threads"]
+    );
     for inputs in [
         &["base.csv", "pocket.csv"][..],
         &["base.json", "pocket.json"][..],
