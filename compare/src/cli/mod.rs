@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod compare_cmd;
 mod inspect_cmd;
 mod synth_cmd;
 
@@ -24,6 +25,8 @@ enum Command {
     Inspect(inspect_cmd::InspectArgs),
     /// Write a GGUF of a published shape (or a custom one) with seeded random weights.
     Synth(synth_cmd::SynthArgs),
+    /// Work on stored comparison receipts: trend page, regression gate, results directory.
+    Compare(compare_cmd::CompareArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -31,6 +34,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Inspect(args) => inspect_cmd::run(args),
         Command::Synth(args) => synth_cmd::run(args),
+        Command::Compare(args) => compare_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -42,4 +46,4 @@ pub fn main() -> ExitCode {
 }
 
 /// Errors a subcommand reports to the user (printed as `error: ...`, exit status 1).
-pub type CliResult = Result<(), Box<dyn std::error::Error>>;
+pub type CliResult = Result<(), crate::Error>;

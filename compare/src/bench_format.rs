@@ -1,0 +1,640 @@
+//! llama-bench's output formats (`-o md|csv|json|jsonl|sql`), written byte for byte as
+//! llama-bench prints them, and read back (json, jsonl, csv, md) into [`BenchRow`]s.
+//!
+//! Differences from llama-bench, all in corner cases its own output gets wrong: non-ASCII
+//! text is written as UTF-8 in json (llama-bench escapes each byte as a broken `\uffffffXX`),
+//! and a `'` in an sql value is doubled (llama-bench leaves it, breaking the statement).
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use serde_json::{Map, Value};
+
+use crate::bench_row::{field_type, BenchRow, FieldType, FIELDS, REQUIRED};
+use crate::Result;
+
+/// One of llama-bench's output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Md,
+    Csv,
+    Json,
+    Jsonl,
+    Sql,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "md" => Ok(Format::Md),
+            "csv" => Ok(Format::Csv),
+            "json" => Ok(Format::Json),
+            "jsonl" => Ok(Format::Jsonl),
+            "sql" => Ok(Format::Sql),
+            _ => Err(format!("unknown format `{s}` (md, csv, json, jsonl, sql)")),
+        }
+    }
+}
+
+/// Prints `rows` in `format` exactly as llama-bench would.
+pub fn write(rows: &[BenchRow], format: Format) -> String {
+    match format {
+        Format::Md => write_md(rows),
+        Format::Csv => write_csv(rows),
+        Format::Json => write_json(rows),
+        Format::Jsonl => write_jsonl(rows),
+        Format::Sql => write_sql(rows),
+    }
+}
+
+/// Reads llama-bench output in `format` (sql is write-only).
+pub fn parse(text: &str, format: Format) -> Result<Vec<BenchRow>> {
+    match format {
+        Format::Md => parse_md(text),
+        Format::Csv => parse_csv(text),
+        Format::Json => parse_json(text),
+        Format::Jsonl => parse_jsonl(text),
+        Format::Sql => Err("llama-bench sql output is write-only here".into()),
+    }
+}
+
+// ---------------------------------------------------------------- writers
+
+/// C++ `ostream << double` with default flags: `%g`, 6 significant digits.
+pub fn fmt_g6(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v.is_nan() {
+            "nan".into()
+        } else if v.is_infinite() {
+            if v > 0.0 { "inf" } else { "-inf" }.into()
+        } else {
+            "0".into()
+        };
+    }
+    let sci = format!("{v:.5e}");
+    let (mant, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), exp.abs())
+    } else {
+        trim(&format!("{v:.*}", (5 - exp) as usize))
+    }
+}
+
+fn join<T>(v: &[T], f: impl Fn(&T) -> String) -> String {
+    v.iter().map(f).collect::<Vec<_>>().join(", ")
+}
+
+fn escape_json(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) <= 0x1f => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn json_value(field: &str, value: &str) -> String {
+    match field_type(field) {
+        FieldType::String => format!("\"{}\"", escape_json(value)),
+        FieldType::Bool => if value == "0" { "false" } else { "true" }.into(),
+        _ => value.into(),
+    }
+}
+
+fn write_json(rows: &[BenchRow]) -> String {
+    let mut out = String::from("[\n");
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push_str(",\n");
+        }
+        out.push_str("  {\n");
+        for (field, value) in FIELDS.iter().zip(row.values()) {
+            let _ = writeln!(out, "    \"{field}\": {},", json_value(field, &value));
+        }
+        let _ = writeln!(
+            out,
+            "    \"samples_ns\": [ {} ],",
+            join(&row.samples_ns, u64::to_string)
+        );
+        let _ = writeln!(
+            out,
+            "    \"samples_ts\": [ {} ]",
+            join(&row.samples_ts, |v| fmt_g6(*v))
+        );
+        out.push_str("  }");
+    }
+    out.push_str("\n]\n");
+    out
+}
+
+fn write_jsonl(rows: &[BenchRow]) -> String {
+    let mut out = String::new();
+    for row in rows {
+        out.push('{');
+        for (field, value) in FIELDS.iter().zip(row.values()) {
+            let _ = write!(out, "\"{field}\": {}, ", json_value(field, &value));
+        }
+        let _ = write!(
+            out,
+            "\"samples_ns\": [ {} ],",
+            join(&row.samples_ns, u64::to_string)
+        );
+        let _ = write!(
+            out,
+            "\"samples_ts\": [ {} ]",
+            join(&row.samples_ts, |v| fmt_g6(*v))
+        );
+        out.push_str("}\n");
+    }
+    out
+}
+
+fn write_csv(rows: &[BenchRow]) -> String {
+    let mut out = FIELDS.join(",");
+    out.push('\n');
+    for row in rows {
+        let values: Vec<String> = row
+            .values()
+            .iter()
+            .map(|v| format!("\"{}\"", v.replace('"', "\"\"")))
+            .collect();
+        out.push_str(&values.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+fn write_sql(rows: &[BenchRow]) -> String {
+    let mut out = String::from("CREATE TABLE IF NOT EXISTS llama_bench (\n");
+    for (i, field) in FIELDS.iter().enumerate() {
+        let ty = match field_type(field) {
+            FieldType::String => "TEXT",
+            FieldType::Bool | FieldType::Int => "INTEGER",
+            FieldType::Float => "REAL",
+        };
+        let comma = if i + 1 < FIELDS.len() { "," } else { "" };
+        let _ = writeln!(out, "  {field} {ty}{comma}");
+    }
+    out.push_str(");\n\n");
+    for row in rows {
+        let values: Vec<String> = row
+            .values()
+            .iter()
+            .map(|v| format!("'{}'", v.replace('\'', "''")))
+            .collect();
+        let _ = writeln!(
+            out,
+            "INSERT INTO llama_bench ({}) VALUES ({});",
+            FIELDS.join(", "),
+            values.join(", ")
+        );
+    }
+    out
+}
+
+/// The md columns llama-bench shows when a field differs from its default, in its order.
+const MD_OPTIONAL: [&str; 23] = [
+    "n_cpu_moe",
+    "n_threads",
+    "cpu_mask",
+    "cpu_strict",
+    "poll",
+    "n_batch",
+    "n_ubatch",
+    "type_k",
+    "type_v",
+    "main_gpu",
+    "split_mode",
+    "no_kv_offload",
+    "flash_attn",
+    "devices",
+    "tensor_split",
+    "tensor_buft_overrides",
+    "load_mode",
+    "lazy_mode",
+    "embeddings",
+    "no_op_offload",
+    "no_host",
+    "repack",
+    "fit_target",
+];
+
+/// llama-bench's md column width (negative: left-aligned).
+fn md_width(field: &str) -> i32 {
+    match field {
+        "model" => -30,
+        "t/s" => 20,
+        "size" | "params" => 10,
+        "n_gpu_layers" => 3,
+        "n_threads" | "n_batch" => 7,
+        "n_ubatch" => 8,
+        "type_k" | "type_v" | "split_mode" => 6,
+        "load_mode" => 10,
+        "flash_attn" => 3,
+        "devices" => -12,
+        "test" => 15,
+        "no_op_offload" | "no_host" => 4,
+        "repack" => 3,
+        _ => {
+            let w = (field.len() as i32).max(10);
+            if field_type(field) == FieldType::String {
+                -w
+            } else {
+                w
+            }
+        }
+    }
+}
+
+/// md header names (llama-bench's `get_field_display_name`): (field, display).
+const MD_NAMES: [(&str, &str); 15] = [
+    ("n_gpu_layers", "ngl"),
+    ("split_mode", "sm"),
+    ("n_threads", "threads"),
+    ("no_kv_offload", "nkvo"),
+    ("flash_attn", "fa"),
+    ("load_mode", "lm"),
+    ("embeddings", "embd"),
+    ("no_op_offload", "nopo"),
+    ("no_host", "noh"),
+    ("repack", "rpk"),
+    ("devices", "dev"),
+    ("tensor_split", "ts"),
+    ("tensor_buft_overrides", "ot"),
+    ("fit_target", "fitt"),
+    ("fit_min_ctx", "fitc"),
+];
+
+fn md_display(field: &str) -> &str {
+    MD_NAMES
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map_or(field, |(_, d)| d)
+}
+
+fn md_field(display: &str) -> &str {
+    MD_NAMES
+        .iter()
+        .find(|(_, d)| *d == display)
+        .map_or(display, |(f, _)| f)
+}
+
+/// printf's `%*s`: pads to |width| bytes, left-aligned when width < 0.
+fn pad(value: &str, width: i32) -> String {
+    let fill = (width.unsigned_abs() as usize).saturating_sub(value.len());
+    if width < 0 {
+        format!("{value}{}", " ".repeat(fill))
+    } else {
+        format!("{}{value}", " ".repeat(fill))
+    }
+}
+
+fn is_cpu_backend(backends: &str) -> bool {
+    ["CPU", "BLAS", "ZenDNN"]
+        .iter()
+        .any(|b| backends.contains(b))
+}
+
+/// The md columns for `rows`: llama-bench's fixed ones plus each optional field that
+/// some row sets to other than llama-bench's default (as llama-bench shows the
+/// parameters given on its command line).
+fn md_columns(rows: &[BenchRow]) -> Vec<&'static str> {
+    let defaults = BenchRow::cpu_defaults().values();
+    let cpu = rows.first().map_or(true, |r| is_cpu_backend(&r.backends));
+    let mut cols = vec!["model", "size", "params", "backend"];
+    if !cpu {
+        cols.push("n_gpu_layers");
+    }
+    for field in MD_OPTIONAL {
+        let i = FIELDS
+            .iter()
+            .position(|f| *f == field)
+            .expect("known field");
+        let differs = rows.iter().any(|r| r.values()[i] != defaults[i]);
+        if differs || (field == "n_threads" && cpu) {
+            cols.push(field);
+        }
+    }
+    cols.extend(["test", "t/s"]);
+    cols
+}
+
+fn md_value(row: &BenchRow, field: &str, values: &[String]) -> String {
+    match field {
+        "model" => row.model_type.clone(),
+        "size" if row.model_size < 1 << 30 => {
+            format!("{:.2} MiB", row.model_size as f64 / 1024.0 / 1024.0)
+        }
+        "size" => format!(
+            "{:.2} GiB",
+            row.model_size as f64 / 1024.0 / 1024.0 / 1024.0
+        ),
+        "params" if row.model_n_params < 1_000_000_000 => {
+            format!("{:.2} M", row.model_n_params as f64 / 1e6)
+        }
+        "params" => format!("{:.2} B", row.model_n_params as f64 / 1e9),
+        "backend" => row.backends.clone(),
+        "test" => row.test_name(),
+        "t/s" => {
+            let (avg, sd) = if row.samples_ns.is_empty() {
+                (row.avg_ts, row.stddev_ts)
+            } else {
+                let mut r = row.clone();
+                r.set_samples_ns(row.samples_ns.clone());
+                (r.avg_ts, r.stddev_ts)
+            };
+            format!("{avg:.2} ± {sd:.2}")
+        }
+        f => {
+            let i = FIELDS.iter().position(|x| *x == f).expect("known field");
+            values[i].clone()
+        }
+    }
+}
+
+fn write_md(rows: &[BenchRow]) -> String {
+    let cols = md_columns(rows);
+    let mut out = String::from("|");
+    for c in &cols {
+        let _ = write!(out, " {} |", pad(md_display(c), md_width(c)));
+    }
+    out.push_str("\n|");
+    for c in &cols {
+        let w = md_width(c);
+        let dashes = "-".repeat(w.unsigned_abs() as usize - 1);
+        let _ = write!(out, " {dashes}{} |", if w > 0 { ":" } else { "-" });
+    }
+    out.push('\n');
+    for row in rows {
+        let values = row.values();
+        out.push('|');
+        for c in &cols {
+            // llama-bench widens t/s by one byte for the two-byte `±`.
+            let w = md_width(c) + i32::from(*c == "t/s");
+            let _ = write!(out, " {} |", pad(&md_value(row, c, &values), w));
+        }
+        out.push('\n');
+    }
+    let (commit, number) = rows.first().map_or(("unknown", 0), |r| {
+        (r.build_commit.as_str(), r.build_number)
+    });
+    let _ = write!(out, "\nbuild: {commit} ({number})\n");
+    out
+}
+
+// ---------------------------------------------------------------- parsers
+
+/// A row from a map of field -> value; `required` fields must be present.
+fn row_from_map(map: Map<String, Value>, required: &[&str], what: &str) -> Result<BenchRow> {
+    let missing: Vec<&str> = required
+        .iter()
+        .copied()
+        .filter(|f| !map.contains_key(*f))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{what}: missing llama-bench field(s): {}",
+            missing.join(", ")
+        )
+        .into());
+    }
+    serde_json::from_value(Value::Object(map)).map_err(|e| format!("{what}: {e}").into())
+}
+
+fn parse_json(text: &str) -> Result<Vec<BenchRow>> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("llama-bench json: {e}"))?;
+    let Value::Array(items) = v else {
+        return Err("llama-bench json: expected an array of rows".into());
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::Object(m) => {
+                row_from_map(m, &REQUIRED, &format!("llama-bench json row {}", i + 1))
+            }
+            _ => Err(format!("llama-bench json row {}: not an object", i + 1).into()),
+        })
+        .collect()
+}
+
+fn parse_jsonl(text: &str) -> Result<Vec<BenchRow>> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            let what = format!("llama-bench jsonl line {}", i + 1);
+            match serde_json::from_str(line).map_err(|e| format!("{what}: {e}"))? {
+                Value::Object(m) => row_from_map(m, &REQUIRED, &what),
+                _ => Err(format!("{what}: not an object").into()),
+            }
+        })
+        .collect()
+}
+
+/// A typed JSON value from llama-bench's text spelling of `field`.
+fn typed(field: &str, text: &str, what: &str) -> Result<Value> {
+    let bad = || format!("{what}: field {field}: cannot read `{text}`");
+    Ok(match field_type(field) {
+        FieldType::String => Value::String(text.to_string()),
+        FieldType::Bool => Value::Bool(match text {
+            "0" | "false" => false,
+            "1" | "true" => true,
+            _ => return Err(bad().into()),
+        }),
+        FieldType::Int => {
+            if let Ok(u) = text.parse::<u64>() {
+                Value::from(u)
+            } else {
+                Value::from(text.parse::<i64>().map_err(|_| bad())?)
+            }
+        }
+        FieldType::Float => Value::from(text.parse::<f64>().map_err(|_| bad())?),
+    })
+}
+
+/// Splits one CSV record (llama-bench quotes every value, doubling inner quotes).
+fn csv_record(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            (c, _) => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn parse_csv(text: &str) -> Result<Vec<BenchRow>> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = csv_record(lines.next().ok_or("llama-bench csv: empty")?);
+    lines
+        .enumerate()
+        .map(|(i, line)| {
+            let what = format!("llama-bench csv row {}", i + 1);
+            let values = csv_record(line);
+            if values.len() != header.len() {
+                return Err(format!(
+                    "{what}: {} values for {} columns",
+                    values.len(),
+                    header.len()
+                )
+                .into());
+            }
+            let mut map = Map::new();
+            for (field, value) in header.iter().zip(&values) {
+                map.insert(field.clone(), typed(field, value, &what)?);
+            }
+            row_from_map(map, &REQUIRED, &what)
+        })
+        .collect()
+}
+
+fn md_cells(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+    inner.split('|').map(|c| c.trim().to_string()).collect()
+}
+
+/// `92.10 MiB` -> bytes (as precise as the table is).
+fn md_size(text: &str) -> Option<u64> {
+    let (num, unit) = text.split_once(' ')?;
+    let scale = match unit {
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some((num.parse::<f64>().ok()? * scale).round() as u64)
+}
+
+/// `134.52 M` -> count.
+fn md_params(text: &str) -> Option<u64> {
+    let (num, unit) = text.split_once(' ')?;
+    let scale = match unit {
+        "M" => 1e6,
+        "B" => 1e9,
+        _ => return None,
+    };
+    Some((num.parse::<f64>().ok()? * scale).round() as u64)
+}
+
+/// `pp512`, `tg128`, `pp512+tg128`, each with an optional ` @ d4096` -> (prompt, gen, depth).
+pub fn parse_test_name(text: &str) -> Option<(i64, i64, i64)> {
+    let (test, depth) = match text.split_once('@') {
+        Some((t, d)) => (t.trim(), d.trim().strip_prefix('d')?.parse().ok()?),
+        None => (text.trim(), 0),
+    };
+    let num = |s: &str, p: &str| s.strip_prefix(p)?.parse::<i64>().ok();
+    if let Some((pp, tg)) = test.split_once('+') {
+        Some((num(pp, "pp")?, num(tg, "tg")?, depth))
+    } else if let Some(p) = num(test, "pp") {
+        Some((p, 0, depth))
+    } else {
+        Some((0, num(test, "tg")?, depth))
+    }
+}
+
+fn parse_md(text: &str) -> Result<Vec<BenchRow>> {
+    let table: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('|'))
+        .collect();
+    if table.len() < 2 {
+        return Err("llama-bench md: no table".into());
+    }
+    let header = md_cells(table[0]);
+    for need in ["model", "test", "t/s"] {
+        if !header.iter().any(|h| h == need) {
+            return Err(format!("llama-bench md: no `{need}` column").into());
+        }
+    }
+    let build = text
+        .lines()
+        .find_map(|l| l.strip_prefix("build: "))
+        .and_then(|b| {
+            let (commit, num) = b.trim().rsplit_once(" (")?;
+            Some((
+                commit.to_string(),
+                num.trim_end_matches(')').parse::<i64>().ok()?,
+            ))
+        });
+    let mut rows = Vec::new();
+    for (i, line) in table[2..].iter().enumerate() {
+        let what = format!("llama-bench md row {}", i + 1);
+        let cells = md_cells(line);
+        if cells.len() != header.len() {
+            return Err(
+                format!("{what}: {} cells for {} columns", cells.len(), header.len()).into(),
+            );
+        }
+        // Fields the md table leaves out are at llama-bench's defaults.
+        let Value::Object(mut map) = serde_json::to_value(BenchRow::cpu_defaults())? else {
+            unreachable!("a struct serialises to an object")
+        };
+        if let Some((commit, number)) = &build {
+            map.insert("build_commit".into(), commit.clone().into());
+            map.insert("build_number".into(), (*number).into());
+        }
+        for (col, cell) in header.iter().zip(&cells) {
+            let bad = || format!("{what}: column {col}: cannot read `{cell}`");
+            match col.as_str() {
+                "model" => {
+                    map.insert("model_type".into(), cell.clone().into());
+                }
+                "size" => {
+                    map.insert("model_size".into(), md_size(cell).ok_or_else(bad)?.into());
+                }
+                "params" => {
+                    let n = md_params(cell).ok_or_else(bad)?;
+                    map.insert("model_n_params".into(), n.into());
+                }
+                "backend" => {
+                    map.insert("backends".into(), cell.clone().into());
+                }
+                "test" => {
+                    let (p, g, d) = parse_test_name(cell).ok_or_else(bad)?;
+                    map.insert("n_prompt".into(), p.into());
+                    map.insert("n_gen".into(), g.into());
+                    map.insert("n_depth".into(), d.into());
+                }
+                "t/s" => {
+                    let (avg, sd) = cell.split_once('±').ok_or_else(bad)?;
+                    let avg: f64 = avg.trim().parse().map_err(|_| bad())?;
+                    let sd: f64 = sd.trim().parse().map_err(|_| bad())?;
+                    map.insert("avg_ts".into(), avg.into());
+                    map.insert("stddev_ts".into(), sd.into());
+                }
+                display => {
+                    let field = md_field(display);
+                    map.insert(field.into(), typed(field, cell, &what)?);
+                }
+            }
+        }
+        rows.push(row_from_map(map, &[], &what)?);
+    }
+    Ok(rows)
+}

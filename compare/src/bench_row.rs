@@ -1,0 +1,349 @@
+//! One llama-bench result row, with llama-bench's own field names, order, types and
+//! value spelling (`tools/llama-bench/llama-bench.cpp`, `struct test`): the row both engines
+//! print, so `scripts/compare-llama-bench.py` can join pocket's rows with llama.cpp's.
+
+use serde::{Deserialize, Serialize};
+
+/// A llama-bench row. Field names are llama-bench's; `samples_*` are the per-repetition
+/// times and rates (json/jsonl only). Fields llama-bench prints that this struct does not
+/// know (a newer llama.cpp) land in `extra`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BenchRow {
+    pub build_commit: String,
+    pub build_number: i64,
+    pub cpu_info: String,
+    pub gpu_info: String,
+    pub backends: String,
+    pub model_filename: String,
+    pub model_type: String,
+    pub model_size: u64,
+    pub model_n_params: u64,
+    pub n_batch: i64,
+    pub n_ubatch: i64,
+    pub n_threads: i64,
+    pub cpu_mask: String,
+    pub cpu_strict: bool,
+    pub poll: i64,
+    pub type_k: String,
+    pub type_v: String,
+    pub n_gpu_layers: i64,
+    pub n_cpu_moe: i64,
+    pub split_mode: String,
+    pub main_gpu: i64,
+    pub no_kv_offload: bool,
+    pub flash_attn: i64,
+    pub devices: String,
+    pub tensor_split: String,
+    pub tensor_buft_overrides: String,
+    pub load_mode: String,
+    pub lazy_mode: String,
+    pub embeddings: bool,
+    pub no_op_offload: i64,
+    pub no_host: bool,
+    pub repack: bool,
+    pub fit_target: u64,
+    pub fit_min_ctx: u64,
+    pub n_prompt: i64,
+    pub n_gen: i64,
+    pub n_depth: i64,
+    pub test_time: String,
+    pub avg_ns: u64,
+    pub stddev_ns: u64,
+    pub avg_ts: f64,
+    pub stddev_ts: f64,
+    pub samples_ns: Vec<u64>,
+    pub samples_ts: Vec<f64>,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// llama-bench's `test::get_fields()`, in its order (every format but md prints these).
+pub const FIELDS: [&str; 42] = [
+    "build_commit",
+    "build_number",
+    "cpu_info",
+    "gpu_info",
+    "backends",
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_batch",
+    "n_ubatch",
+    "n_threads",
+    "cpu_mask",
+    "cpu_strict",
+    "poll",
+    "type_k",
+    "type_v",
+    "n_gpu_layers",
+    "n_cpu_moe",
+    "split_mode",
+    "main_gpu",
+    "no_kv_offload",
+    "flash_attn",
+    "devices",
+    "tensor_split",
+    "tensor_buft_overrides",
+    "load_mode",
+    "lazy_mode",
+    "embeddings",
+    "no_op_offload",
+    "no_host",
+    "repack",
+    "fit_target",
+    "fit_min_ctx",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "test_time",
+    "avg_ns",
+    "stddev_ns",
+    "avg_ts",
+    "stddev_ts",
+];
+
+/// The fields a llama-bench row must have to mean anything (json, jsonl and csv parsers
+/// insist on these; md carries fewer and is checked separately).
+pub const REQUIRED: [&str; 20] = [
+    "build_commit",
+    "build_number",
+    "cpu_info",
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_batch",
+    "n_ubatch",
+    "n_threads",
+    "type_k",
+    "type_v",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "test_time",
+    "avg_ns",
+    "stddev_ns",
+    "avg_ts",
+    "stddev_ts",
+];
+
+/// The properties `scripts/compare-llama-bench.py` joins two builds' rows on
+/// (`LLAMA_BENCH_KEY_PROPERTIES`): a pocket row pairs with a llama.cpp row only if all agree.
+pub const KEY_PROPERTIES: [&str; 28] = [
+    "cpu_info",
+    "gpu_info",
+    "backends",
+    "n_gpu_layers",
+    "n_cpu_moe",
+    "tensor_buft_overrides",
+    "model_filename",
+    "model_type",
+    "n_batch",
+    "n_ubatch",
+    "embeddings",
+    "cpu_mask",
+    "cpu_strict",
+    "poll",
+    "n_threads",
+    "type_k",
+    "type_v",
+    "load_mode",
+    "no_kv_offload",
+    "split_mode",
+    "main_gpu",
+    "tensor_split",
+    "flash_attn",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "fit_target",
+    "fit_min_ctx",
+];
+
+/// llama-bench's `test::field_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    String,
+    Bool,
+    Int,
+    Float,
+}
+
+/// The type llama-bench gives a field (`test::get_field_type`).
+pub fn field_type(field: &str) -> FieldType {
+    match field {
+        "build_number" | "n_batch" | "n_ubatch" | "n_threads" | "poll" | "model_size"
+        | "model_n_params" | "n_gpu_layers" | "main_gpu" | "n_prompt" | "n_gen" | "n_depth"
+        | "avg_ns" | "stddev_ns" | "no_op_offload" | "n_cpu_moe" | "fit_target" | "fit_min_ctx"
+        | "flash_attn" => FieldType::Int,
+        "f16_kv" | "no_kv_offload" | "cpu_strict" | "embeddings" | "no_host" | "repack" => {
+            FieldType::Bool
+        }
+        "avg_ts" | "stddev_ts" => FieldType::Float,
+        _ => FieldType::String,
+    }
+}
+
+impl BenchRow {
+    /// The test's name as llama-bench's md table spells it: `pp512`, `tg128`,
+    /// `pp512+tg128`, with ` @ d<depth>` appended for a non-empty cache.
+    pub fn test_name(&self) -> String {
+        let mut name = if self.n_prompt > 0 && self.n_gen == 0 {
+            format!("pp{}", self.n_prompt)
+        } else if self.n_gen > 0 && self.n_prompt == 0 {
+            format!("tg{}", self.n_gen)
+        } else {
+            format!("pp{}+tg{}", self.n_prompt, self.n_gen)
+        };
+        if self.n_depth > 0 {
+            name.push_str(&format!(" @ d{}", self.n_depth));
+        }
+        name
+    }
+
+    /// Fills `samples_ts`, `avg_ns`, `stddev_ns`, `avg_ts` and `stddev_ts` from
+    /// `samples_ns` the way llama-bench computes them (t/s = 1e9 · tokens / ns; sample sd).
+    pub fn set_samples_ns(&mut self, samples_ns: Vec<u64>) {
+        let tokens = (self.n_prompt + self.n_gen) as f64;
+        self.samples_ts = samples_ns
+            .iter()
+            .map(|&ns| 1e9 * tokens / ns as f64)
+            .collect();
+        self.avg_ns = avg_u64(&samples_ns);
+        self.stddev_ns = stdev_u64(&samples_ns);
+        self.avg_ts = avg_f64(&self.samples_ts);
+        self.stddev_ts = stdev_f64(&self.samples_ts);
+        self.samples_ns = samples_ns;
+    }
+
+    /// The row's values as llama-bench's `test::get_values()` spells them: integers in
+    /// decimal, bools as `0`/`1`, floats as C's `%f`.
+    pub fn values(&self) -> Vec<String> {
+        let b = |v: bool| if v { "1" } else { "0" }.to_string();
+        vec![
+            self.build_commit.clone(),
+            self.build_number.to_string(),
+            self.cpu_info.clone(),
+            self.gpu_info.clone(),
+            self.backends.clone(),
+            self.model_filename.clone(),
+            self.model_type.clone(),
+            self.model_size.to_string(),
+            self.model_n_params.to_string(),
+            self.n_batch.to_string(),
+            self.n_ubatch.to_string(),
+            self.n_threads.to_string(),
+            self.cpu_mask.clone(),
+            b(self.cpu_strict),
+            self.poll.to_string(),
+            self.type_k.clone(),
+            self.type_v.clone(),
+            self.n_gpu_layers.to_string(),
+            self.n_cpu_moe.to_string(),
+            self.split_mode.clone(),
+            self.main_gpu.to_string(),
+            b(self.no_kv_offload),
+            self.flash_attn.to_string(),
+            self.devices.clone(),
+            self.tensor_split.clone(),
+            self.tensor_buft_overrides.clone(),
+            self.load_mode.clone(),
+            self.lazy_mode.clone(),
+            b(self.embeddings),
+            self.no_op_offload.to_string(),
+            b(self.no_host),
+            b(self.repack),
+            self.fit_target.to_string(),
+            self.fit_min_ctx.to_string(),
+            self.n_prompt.to_string(),
+            self.n_gen.to_string(),
+            self.n_depth.to_string(),
+            self.test_time.clone(),
+            self.avg_ns.to_string(),
+            self.stddev_ns.to_string(),
+            format!("{:.6}", self.avg_ts),
+            format!("{:.6}", self.stddev_ts),
+        ]
+    }
+
+    /// The join properties ([`KEY_PROPERTIES`]) on which `self` and `other` differ: empty
+    /// when compare-llama-bench.py will pair the two rows.
+    pub fn key_mismatches(&self, other: &BenchRow) -> Vec<&'static str> {
+        let (a, b) = (self.values(), other.values());
+        KEY_PROPERTIES
+            .iter()
+            .copied()
+            .filter(|k| {
+                let i = FIELDS.iter().position(|f| f == k).expect("key is a field");
+                a[i] != b[i]
+            })
+            .collect()
+    }
+
+    /// A CPU row with llama-bench's defaults for everything a run does not set (what
+    /// `pocket bench` starts from before filling in its model, test and timings).
+    pub fn cpu_defaults() -> BenchRow {
+        BenchRow {
+            build_commit: "unknown".into(),
+            backends: "CPU".into(),
+            n_batch: 2048,
+            n_ubatch: 512,
+            cpu_mask: "0x0".into(),
+            poll: 50,
+            type_k: "f16".into(),
+            type_v: "f16".into(),
+            n_gpu_layers: -1,
+            split_mode: "layer".into(),
+            flash_attn: -1,
+            devices: "auto".into(),
+            tensor_split: "0.00".into(),
+            tensor_buft_overrides: "none".into(),
+            load_mode: "auto".into(),
+            lazy_mode: "auto".into(),
+            repack: true,
+            ..BenchRow::default()
+        }
+    }
+}
+
+fn avg_u64(v: &[u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.iter().fold(0u64, |a, &x| a.wrapping_add(x)) / v.len() as u64
+}
+
+/// llama-bench's `stdev<uint64_t>`, integer arithmetic (and its wrap-around) included, so
+/// `stddev_ns` comes out as llama-bench would print it; 0 for fewer than two samples.
+fn stdev_u64(v: &[u64]) -> u64 {
+    if v.len() <= 1 {
+        return 0;
+    }
+    let n = v.len() as u64;
+    let mean = avg_u64(v);
+    let sq = v
+        .iter()
+        .fold(0u64, |a, &x| a.wrapping_add(x.wrapping_mul(x)));
+    let var = (sq / (n - 1)).wrapping_sub(mean.wrapping_mul(mean).wrapping_mul(n) / (n - 1));
+    (var as f64).sqrt() as u64
+}
+
+fn avg_f64(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Sample standard deviation as llama-bench computes it (sum of squares form).
+fn stdev_f64(v: &[f64]) -> f64 {
+    if v.len() <= 1 {
+        return 0.0;
+    }
+    let n = v.len() as f64;
+    let mean = avg_f64(v);
+    let sq: f64 = v.iter().map(|x| x * x).sum();
+    (sq / (n - 1.0) - mean * mean * n / (n - 1.0)).sqrt()
+}

@@ -1,0 +1,162 @@
+//! The seam between the comparator and an engine: one [`Engine::bench`] call is one
+//! repetition of one test in a fresh process, measured the same way for both engines.
+//! llama.cpp's implementation is [`LlamaCpp`]; pocket's (`pocket bench`) implements the
+//! same trait.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench_format::{parse_test_name, Format};
+use crate::bench_row::BenchRow;
+use crate::llama_bench::{self, BenchArgs, LlamaTools};
+use crate::Result;
+
+/// A llama-bench test: `pp<n>` (prompt processing), `tg<n>` (generation from an empty
+/// cache) or `pp<p>+tg<g>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Test {
+    pub n_prompt: u32,
+    pub n_gen: u32,
+}
+
+impl Test {
+    pub fn pp(n: u32) -> Test {
+        Test {
+            n_prompt: n,
+            n_gen: 0,
+        }
+    }
+
+    pub fn tg(n: u32) -> Test {
+        Test {
+            n_prompt: 0,
+            n_gen: n,
+        }
+    }
+
+    /// A generation-only test: its t/s is bound by reading the weights once per token.
+    pub fn is_decode(&self) -> bool {
+        self.n_prompt == 0 && self.n_gen > 0
+    }
+}
+
+impl fmt::Display for Test {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.n_prompt, self.n_gen) {
+            (p, 0) => write!(f, "pp{p}"),
+            (0, g) => write!(f, "tg{g}"),
+            (p, g) => write!(f, "pp{p}+tg{g}"),
+        }
+    }
+}
+
+impl From<Test> for String {
+    fn from(t: Test) -> String {
+        t.to_string()
+    }
+}
+
+impl TryFrom<String> for Test {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Test, String> {
+        s.parse()
+    }
+}
+
+impl FromStr for Test {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Test, String> {
+        match parse_test_name(s) {
+            Some((p, g, 0)) if p >= 0 && g >= 0 && p + g > 0 => Ok(Test {
+                n_prompt: p as u32,
+                n_gen: g as u32,
+            }),
+            _ => Err(format!("bad test `{s}` (pp<n>, tg<n> or pp<p>+tg<g>)")),
+        }
+    }
+}
+
+/// One repetition of one test by one engine.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Tokens per second of the timed run.
+    pub ts: f64,
+    /// Peak resident set of the engine's process, in bytes.
+    pub peak_rss_bytes: u64,
+    /// The process's wall time, spawn to exit, in ms.
+    pub wall_ms: f64,
+    /// Wall time outside the timed run (model load, warm-up, teardown), in ms.
+    pub setup_ms: f64,
+    /// The engine's llama-bench row for the repetition.
+    pub row: BenchRow,
+}
+
+/// An engine the comparator can measure.
+pub trait Engine {
+    /// A short name for reports (`llama.cpp`, `pocket`).
+    fn name(&self) -> &str;
+    /// One repetition of `test` on `model` with `threads` threads, in a fresh process.
+    fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample>;
+}
+
+/// llama.cpp, through its `llama-bench` (one process per repetition, `-r 1 -o json`).
+#[derive(Debug, Clone)]
+pub struct LlamaCpp {
+    pub tools: LlamaTools,
+}
+
+impl LlamaCpp {
+    /// llama.cpp from the pocket cache (an error naming the provisioning command if absent).
+    pub fn locate() -> Result<LlamaCpp> {
+        Ok(LlamaCpp {
+            tools: LlamaTools::locate()?,
+        })
+    }
+}
+
+impl Engine for LlamaCpp {
+    fn name(&self) -> &str {
+        "llama.cpp"
+    }
+
+    fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
+        let (n_prompt, n_gen, extra) = if test.n_prompt > 0 && test.n_gen > 0 {
+            (
+                0,
+                0,
+                vec!["-pg".into(), format!("{},{}", test.n_prompt, test.n_gen)],
+            )
+        } else {
+            (test.n_prompt, test.n_gen, vec![])
+        };
+        let args = BenchArgs {
+            model: model.to_path_buf(),
+            threads,
+            n_prompt,
+            n_gen,
+            reps: 1,
+            format: Format::Json,
+            extra,
+        };
+        let run = llama_bench::run(&self.tools, &args)?;
+        let [row] = <[BenchRow; 1]>::try_from(run.rows).map_err(|rows| {
+            format!(
+                "llama-bench printed {} rows for one test, expected 1",
+                rows.len()
+            )
+        })?;
+        let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
+        let wall_ms = run.stats.wall.as_secs_f64() * 1e3;
+        Ok(Sample {
+            ts: row.avg_ts,
+            peak_rss_bytes: run.stats.peak_rss_bytes,
+            wall_ms,
+            setup_ms: (wall_ms - timed_ms).max(0.0),
+            row,
+        })
+    }
+}

@@ -1,0 +1,211 @@
+//! Trends across stored receipts: an HTML page with inline SVG charts of speedup and of
+//! both engines' t/s per (model, test, threads), oldest receipt to newest.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use crate::engine::Test;
+use crate::receipt::Receipt;
+use crate::Result;
+
+/// Every `receipt.json` under `dir` (up to three levels down), sorted by path.
+pub fn find_receipts(dir: &Path) -> Result<Vec<PathBuf>> {
+    fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() && depth > 0 {
+                walk(&path, depth - 1, out)?;
+            } else if path.file_name().is_some_and(|n| n == "receipt.json") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(dir, 3, &mut out).map_err(|e| format!("{}: {e}", dir.display()))?;
+    out.sort();
+    Ok(out)
+}
+
+/// The receipts under `dir`, oldest first, and a message for each file that would not load.
+pub fn load_all(dir: &Path) -> Result<(Vec<Receipt>, Vec<String>)> {
+    let mut receipts = Vec::new();
+    let mut skipped = Vec::new();
+    for path in find_receipts(dir)? {
+        match Receipt::load(&path) {
+            Ok(r) => receipts.push(r),
+            Err(e) => skipped.push(e.to_string()),
+        }
+    }
+    receipts.sort_by(|a, b| a.created.cmp(&b.created));
+    Ok((receipts, skipped))
+}
+
+type Key = (String, Test, u32);
+
+fn key_label((model, test, threads): &Key) -> String {
+    format!("{} {test} t{threads}", crate::plots::short(model))
+}
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> crate::Error {
+    format!("plot: {e:?}").into()
+}
+
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+];
+
+/// A line chart over receipt index; each series is (label, points (index, value)).
+fn trend_svg(
+    title: &str,
+    y_desc: &str,
+    dates: &[String],
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<String> {
+    let n = dates.len().max(1);
+    let top = series
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (720, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_labels(n.min(12))
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() > 1e-6 || i < 0.0 {
+                    return String::new();
+                }
+                dates.get(i as usize).cloned().unwrap_or_default()
+            })
+            .y_desc(y_desc)
+            .draw()
+            .map_err(plot_err)?;
+        for (i, (label, pts)) in series.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(plot_err)?
+                .label(label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
+                .map_err(plot_err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The history page for `receipts` (oldest first); `skipped` lists files that did not load.
+pub fn history_html(receipts: &[Receipt], skipped: &[String]) -> Result<String> {
+    let dates: Vec<String> = receipts
+        .iter()
+        .map(|r| r.created.get(..10).unwrap_or(&r.created).to_string())
+        .collect();
+    let mut keys: BTreeMap<Key, Vec<(usize, f64, f64, f64)>> = BTreeMap::new();
+    for (i, r) in receipts.iter().enumerate() {
+        for c in &r.results {
+            let d = &c.derived;
+            keys.entry(c.key()).or_default().push((
+                i,
+                d.speedup,
+                d.pocket_ts_mean,
+                d.llama_cpp_ts_mean,
+            ));
+        }
+    }
+    let mut html = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pocket vs llama.cpp: history</title>\n\
+         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+         td,th{border:1px solid #ccc;padding:4px 8px}</style></head><body>\n\
+         <h1>pocket vs llama.cpp: history</h1>\n",
+    );
+    html.push_str("<table><tr><th>#</th><th>created</th><th>machine</th><th>pocket</th><th>llama.cpp</th><th>comparisons</th></tr>\n");
+    for (i, r) in receipts.iter().enumerate() {
+        let _ = writeln!(
+            html,
+            "<tr><td>{i}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+            html_escape(&r.created),
+            html_escape(&r.machine.name),
+            html_escape(&r.pocket_commit),
+            html_escape(&r.llama_cpp_build),
+            r.results.len()
+        );
+    }
+    html.push_str("</table>\n");
+    for s in skipped {
+        let _ = writeln!(html, "<p>skipped: {}</p>", html_escape(s));
+    }
+    if keys.is_empty() {
+        html.push_str("<p>No comparisons stored yet.</p>\n</body></html>\n");
+        return Ok(html);
+    }
+    let speedups: Vec<(String, Vec<(f64, f64)>)> = keys
+        .iter()
+        .map(|(k, pts)| {
+            (
+                key_label(k),
+                pts.iter().map(|p| (p.0 as f64, p.1)).collect(),
+            )
+        })
+        .collect();
+    html.push_str("<h2>Speedup (pocket / llama.cpp)</h2>\n");
+    html.push_str(&trend_svg(
+        "speedup over llama.cpp",
+        "speedup (×)",
+        &dates,
+        &speedups,
+    )?);
+    html.push_str("\n<h2>t/s per comparison</h2>\n");
+    for (k, pts) in &keys {
+        let series = vec![
+            (
+                "pocket".to_string(),
+                pts.iter().map(|p| (p.0 as f64, p.2)).collect(),
+            ),
+            (
+                "llama.cpp".to_string(),
+                pts.iter().map(|p| (p.0 as f64, p.3)).collect(),
+            ),
+        ];
+        html.push_str(&trend_svg(&key_label(k), "t/s", &dates, &series)?);
+        html.push('\n');
+    }
+    html.push_str("</body></html>\n");
+    Ok(html)
+}

@@ -1,0 +1,213 @@
+//! llama.cpp's tools: where they are (the pocket cache), and running `llama-bench` with
+//! the peak RSS and wall time of each process measured from outside (wait4's rusage).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::bench_format::{self, Format};
+use crate::bench_row::BenchRow;
+use crate::Result;
+
+/// The command that builds llama.cpp's tools into the cache.
+pub const PROVISION: &str = "bash compare/provision-llama.sh";
+
+/// pocket's cache directory: `$POCKET_CACHE`, else `~/.cache/pocket`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("POCKET_CACHE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    Path::new(&home).join(".cache").join("pocket")
+}
+
+/// A llama.cpp build in the cache (`<cache>/llama.cpp-build`).
+#[derive(Debug, Clone)]
+pub struct LlamaTools {
+    pub build_dir: PathBuf,
+}
+
+impl LlamaTools {
+    /// The build in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is not there.
+    pub fn locate() -> Result<LlamaTools> {
+        LlamaTools::in_cache(&cache_dir())
+    }
+
+    /// The build in `cache`.
+    pub fn in_cache(cache: &Path) -> Result<LlamaTools> {
+        let tools = LlamaTools {
+            build_dir: cache.join("llama.cpp-build"),
+        };
+        tools.tool("llama-bench")?;
+        Ok(tools)
+    }
+
+    /// The path of one tool (`llama-bench`, `llama-perplexity`, ...), checked to exist.
+    pub fn tool(&self, name: &str) -> Result<PathBuf> {
+        let path = self.build_dir.join("bin").join(name);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "llama.cpp's {name} not found at {}: build it with `{PROVISION}` \
+                 (POCKET_CACHE selects the cache directory)",
+                path.display()
+            )
+            .into())
+        }
+    }
+
+    /// The build's one-line description (`BUILD_INFO`, written by the provisioning script).
+    pub fn build_info(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.build_dir.join("BUILD_INFO")).ok()?;
+        let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        (!line.is_empty()).then_some(line)
+    }
+}
+
+/// What one llama-bench process is asked to do.
+#[derive(Debug, Clone)]
+pub struct BenchArgs {
+    pub model: PathBuf,
+    pub threads: u32,
+    /// `-p`: prompt tokens (0: no prompt test).
+    pub n_prompt: u32,
+    /// `-n`: generated tokens (0: no generation test).
+    pub n_gen: u32,
+    /// `-r`: repetitions inside the process.
+    pub reps: u32,
+    pub format: Format,
+    /// Further llama-bench arguments, passed as they are.
+    pub extra: Vec<String>,
+}
+
+impl BenchArgs {
+    /// llama-bench's command line for these arguments.
+    pub fn to_args(&self) -> Vec<String> {
+        let format = match self.format {
+            Format::Md => "md",
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Jsonl => "jsonl",
+            Format::Sql => "sql",
+        };
+        let mut args: Vec<String> = vec![
+            "-m".into(),
+            self.model.display().to_string(),
+            "-t".into(),
+            self.threads.to_string(),
+            "-p".into(),
+            self.n_prompt.to_string(),
+            "-n".into(),
+            self.n_gen.to_string(),
+            "-r".into(),
+            self.reps.to_string(),
+            "-o".into(),
+            format.into(),
+        ];
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+}
+
+/// A finished child process, measured from outside.
+#[derive(Debug, Clone)]
+pub struct ProcessStats {
+    /// Spawn to reap.
+    pub wall: Duration,
+    /// The child's peak resident set (rusage `ru_maxrss`), in bytes.
+    pub peak_rss_bytes: u64,
+    /// Exit code (`None`: killed by a signal).
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// One llama-bench process: its rows and its measurements.
+#[derive(Debug, Clone)]
+pub struct BenchRun {
+    pub rows: Vec<BenchRow>,
+    pub stats: ProcessStats,
+}
+
+/// Runs one llama-bench process and parses what it prints.
+pub fn run(tools: &LlamaTools, args: &BenchArgs) -> Result<BenchRun> {
+    if !args.model.is_file() {
+        return Err(format!("model {} not found", args.model.display()).into());
+    }
+    let mut cmd = Command::new(tools.tool("llama-bench")?);
+    cmd.args(args.to_args());
+    let stats = run_measured(cmd)?;
+    if stats.exit_code != Some(0) {
+        let tail: Vec<&str> = stats.stderr.lines().rev().take(15).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "llama-bench {} failed ({}):\n{}",
+            args.to_args().join(" "),
+            stats
+                .exit_code
+                .map_or("killed by a signal".into(), |c| format!("exit {c}")),
+            tail.join("\n")
+        )
+        .into());
+    }
+    let rows = bench_format::parse(&stats.stdout, args.format)?;
+    Ok(BenchRun { rows, stats })
+}
+
+/// Runs `cmd` to completion with its output captured, and measures its wall time and
+/// peak RSS (reaped with `wait4`, whose rusage is the child's alone).
+pub fn run_measured(mut cmd: Command) -> Result<ProcessStats> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
+    let mut err_pipe = child.stderr.take().expect("stderr is piped");
+    let err_reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err_pipe.read_to_end(&mut s);
+        s
+    });
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout is piped")
+        .read_to_end(&mut out)?;
+    let (exit_code, peak_rss_bytes) = reap(child.id() as libc::pid_t)?;
+    let wall = start.elapsed();
+    let err = err_reader.join().unwrap_or_default();
+    Ok(ProcessStats {
+        wall,
+        peak_rss_bytes,
+        exit_code,
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    })
+}
+
+/// Waits for `pid` and returns its exit code and peak RSS in bytes.
+fn reap(pid: libc::pid_t) -> Result<(Option<i32>, u64)> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to overwrite.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: pid is our own unreaped child; status and usage point to live locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("wait4({pid}): {err}").into());
+        }
+    }
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    // Linux reports ru_maxrss in KiB, macOS in bytes.
+    let unit: u64 = if cfg!(target_os = "macos") { 1 } else { 1024 };
+    Ok((code, usage.ru_maxrss.max(0) as u64 * unit))
+}

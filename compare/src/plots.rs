@@ -1,0 +1,205 @@
+//! SVG charts of a receipt: speedup per (model, test, threads), and decode t/s of both
+//! engines against the bandwidth roofline.
+
+use plotters::prelude::*;
+
+use crate::receipt::Receipt;
+use crate::Result;
+
+const POCKET: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const LLAMA: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
+const ROOF: RGBColor = RGBColor(0x55, 0x55, 0x55);
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> crate::Error {
+    format!("plot: {e:?}").into()
+}
+
+/// Bars of pocket/llama.cpp speedup, one per (model, test, threads), with a line at 1.
+pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
+    // One model: its name goes in the caption and the bars are named by test and threads.
+    let one_model = receipt.results.windows(2).all(|w| w[0].model == w[1].model);
+    let labels: Vec<String> = receipt
+        .results
+        .iter()
+        .map(|c| {
+            if one_model {
+                format!("{} t{}", c.test, c.threads)
+            } else {
+                format!("{} {} t{}", short(&c.model), c.test, c.threads)
+            }
+        })
+        .collect();
+    let caption = match receipt.results.first() {
+        Some(c) if one_model => format!("pocket speedup over llama.cpp: {}", short(&c.model)),
+        _ => "pocket speedup over llama.cpp".to_string(),
+    };
+    let bar_px = if one_model { 90 } else { 220 };
+    let speedups: Vec<f64> = receipt.results.iter().map(|c| c.derived.speedup).collect();
+    let top = speedups.iter().copied().fold(1.0, f64::max) * 1.15;
+    let n = labels.len().max(1);
+    let mut svg = String::new();
+    {
+        let width = (160 + bar_px * n as u32).max(480);
+        let root = SVGBackend::with_string(&mut svg, (width, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&caption, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
+            .map_err(plot_err)?;
+        let labels_ref = &labels;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                // Ticks fall on bar centres (whole numbers); name only those.
+                let i = x.round();
+                if (x - i).abs() > 1e-6 || i < 0.0 {
+                    return String::new();
+                }
+                labels_ref.get(i as usize).cloned().unwrap_or_default()
+            })
+            .y_desc("speedup (×)")
+            .draw()
+            .map_err(plot_err)?;
+        chart
+            .draw_series(speedups.iter().enumerate().map(|(i, s)| {
+                let color = if *s >= 1.0 { POCKET } else { LLAMA };
+                Rectangle::new(
+                    [(i as f64 - 0.3, 0.0), (i as f64 + 0.3, *s)],
+                    color.filled(),
+                )
+            }))
+            .map_err(plot_err)?;
+        chart
+            .draw_series(speedups.iter().enumerate().map(|(i, s)| {
+                Text::new(
+                    format!("{s:.2}"),
+                    (i as f64 - 0.15, s + top * 0.03),
+                    ("sans-serif", 12),
+                )
+            }))
+            .map_err(plot_err)?;
+        chart
+            .draw_series(LineSeries::new(
+                [(-0.5, 1.0), (n as f64 - 0.5, 1.0)],
+                ROOF.stroke_width(1),
+            ))
+            .map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+/// Decode (tg) t/s of both engines per threads, with each model's roofline
+/// (bandwidth / model bytes); `None` if the receipt has no decode test.
+pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
+    let decode: Vec<_> = receipt
+        .results
+        .iter()
+        .filter(|c| c.test.is_decode())
+        .collect();
+    if decode.is_empty() {
+        return Ok(None);
+    }
+    let max_threads = decode.iter().map(|c| c.threads).max().unwrap_or(1);
+    let one_model = decode.windows(2).all(|w| w[0].model == w[1].model);
+    let top = decode
+        .iter()
+        .flat_map(|c| {
+            [
+                c.derived.pocket_ts_mean,
+                c.derived.llama_cpp_ts_mean,
+                c.derived.roofline_ts.unwrap_or(0.0),
+            ]
+        })
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (640, 400)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                if one_model {
+                    format!(
+                        "decode t/s against the bandwidth roofline: {}",
+                        short(&decode[0].model)
+                    )
+                } else {
+                    "decode t/s against the bandwidth roofline".to_string()
+                },
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.5f64..max_threads as f64 + 0.5, 0f64..top)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_labels(max_threads as usize)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc("threads")
+            .y_desc("t/s")
+            .draw()
+            .map_err(plot_err)?;
+        let point = |c: &crate::receipt::Comparison, ts: f64| (c.threads as f64, ts);
+        chart
+            .draw_series(
+                decode
+                    .iter()
+                    .map(|c| Circle::new(point(c, c.derived.pocket_ts_mean), 5, POCKET.filled())),
+            )
+            .map_err(plot_err)?
+            .label("pocket")
+            .legend(|(x, y)| Circle::new((x + 10, y), 5, POCKET.filled()));
+        chart
+            .draw_series(decode.iter().map(|c| {
+                TriangleMarker::new(point(c, c.derived.llama_cpp_ts_mean), 6, LLAMA.filled())
+            }))
+            .map_err(plot_err)?
+            .label("llama.cpp")
+            .legend(|(x, y)| TriangleMarker::new((x + 10, y), 6, LLAMA.filled()));
+        let roofs: Vec<_> = decode
+            .iter()
+            .filter_map(|c| c.derived.roofline_ts.map(|r| (c, r)))
+            .collect();
+        for (c, r) in &roofs {
+            let x = c.threads as f64;
+            chart
+                .draw_series(LineSeries::new(
+                    [(x - 0.3, *r), (x + 0.3, *r)],
+                    ROOF.stroke_width(2),
+                ))
+                .map_err(plot_err)?;
+            chart
+                .draw_series([Text::new(
+                    if one_model {
+                        format!("roof {r:.1}")
+                    } else {
+                        format!("roof {} {r:.1}", short(&c.model))
+                    },
+                    (x - 0.3, r + top * 0.02),
+                    ("sans-serif", 11),
+                )])
+                .map_err(plot_err)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(Some(svg))
+}
+
+/// A model file name without its `.gguf`.
+pub fn short(model: &str) -> &str {
+    model.strip_suffix(".gguf").unwrap_or(model)
+}

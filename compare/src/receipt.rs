@@ -1,0 +1,393 @@
+//! The comparison receipt: one JSON file holding the machine, both builds, every sample
+//! of both engines per (model, test, threads), what is derived from them, and optional
+//! output-parity entries. [`Receipt::load`] validates what it reads.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bandwidth::Bandwidth;
+use crate::engine::{Sample, Test};
+use crate::sysinfo::SysInfo;
+use crate::Result;
+
+/// The schema version this pocket writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Relative tolerance when checking stored derived values against the samples.
+const TOLERANCE: f64 = 1e-6;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// Schema version ([`VERSION`]).
+    pub version: u32,
+    /// When the comparison ran, RFC 3339 UTC (`2026-11-30T03:10:00Z`).
+    pub created: String,
+    pub machine: Machine,
+    pub pocket_commit: String,
+    /// llama.cpp's build line (`BUILD_INFO`).
+    pub llama_cpp_build: String,
+    pub results: Vec<Comparison>,
+    #[serde(default)]
+    pub parity: Vec<Parity>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Machine {
+    /// The machine's name in results directories.
+    pub name: String,
+    pub sysinfo: SysInfo,
+    #[serde(default)]
+    pub bandwidth: Option<Bandwidth>,
+}
+
+/// Both engines on one (model, test, threads).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Comparison {
+    /// The model's file name.
+    pub model: String,
+    /// Bytes of tensor data (what one decoded token reads), where known.
+    #[serde(default)]
+    pub model_bytes: Option<u64>,
+    pub test: Test,
+    pub threads: u32,
+    pub pocket: EngineSamples,
+    pub llama_cpp: EngineSamples,
+    pub derived: Derived,
+}
+
+/// One engine's repetitions (each in a fresh process), index-aligned.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSamples {
+    /// Tokens per second, per repetition.
+    pub ts: Vec<f64>,
+    /// The process's peak RSS, per repetition.
+    pub peak_rss_bytes: Vec<u64>,
+    /// Wall time outside the timed run (load, warm-up, teardown), per repetition, ms.
+    pub setup_ms: Vec<f64>,
+}
+
+/// What the samples give (stored for readers; [`Receipt::load`] checks it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Derived {
+    pub pocket_ts_mean: f64,
+    pub pocket_ts_sd: f64,
+    pub llama_cpp_ts_mean: f64,
+    pub llama_cpp_ts_sd: f64,
+    /// pocket t/s / llama.cpp t/s (> 1: pocket is faster).
+    pub speedup: f64,
+    pub pocket_peak_rss_bytes: u64,
+    pub llama_cpp_peak_rss_bytes: u64,
+    /// pocket's peak RSS minus llama.cpp's (negative: pocket uses less).
+    pub rss_delta_bytes: i64,
+    pub pocket_setup_ms_mean: f64,
+    pub llama_cpp_setup_ms_mean: f64,
+    /// Decode tests: read bandwidth / model bytes, the t/s no engine can beat.
+    #[serde(default)]
+    pub roofline_ts: Option<f64>,
+}
+
+/// Output parity of the two engines on one model (each field where measured).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Parity {
+    pub model: String,
+    #[serde(default)]
+    pub perplexity_pocket: Option<f64>,
+    #[serde(default)]
+    pub perplexity_llama_cpp: Option<f64>,
+    /// Greedy tokens compared.
+    #[serde(default)]
+    pub greedy_tokens: Option<u32>,
+    /// Share of those tokens on which both engines agree (0..=1).
+    #[serde(default)]
+    pub greedy_identical_share: Option<f64>,
+}
+
+/// Mean and sample standard deviation (0 for one value).
+pub fn mean_sd(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
+impl EngineSamples {
+    pub fn from_samples(samples: &[Sample]) -> EngineSamples {
+        EngineSamples {
+            ts: samples.iter().map(|s| s.ts).collect(),
+            peak_rss_bytes: samples.iter().map(|s| s.peak_rss_bytes).collect(),
+            setup_ms: samples.iter().map(|s| s.setup_ms).collect(),
+        }
+    }
+
+    fn check(&self, what: &str) -> Result<()> {
+        if self.ts.is_empty() {
+            return Err(format!("{what}: no samples").into());
+        }
+        if let Some(bad) = self.ts.iter().find(|t| !t.is_finite() || **t <= 0.0) {
+            return Err(format!("{what}: t/s sample {bad} is not a positive number").into());
+        }
+        let n = self.ts.len();
+        if self.peak_rss_bytes.len() != n || self.setup_ms.len() != n {
+            return Err(format!(
+                "{what}: {n} t/s samples but {} peak RSS and {} setup samples",
+                self.peak_rss_bytes.len(),
+                self.setup_ms.len()
+            )
+            .into());
+        }
+        Ok(())
+    }
+}
+
+impl Derived {
+    /// Derives from both engines' samples; `bandwidth` and `model_bytes` give the roofline
+    /// of decode tests.
+    pub fn compute(
+        pocket: &EngineSamples,
+        llama: &EngineSamples,
+        test: Test,
+        threads: u32,
+        model_bytes: Option<u64>,
+        bandwidth: Option<&Bandwidth>,
+    ) -> Derived {
+        let (pm, psd) = mean_sd(&pocket.ts);
+        let (lm, lsd) = mean_sd(&llama.ts);
+        let prss = pocket.peak_rss_bytes.iter().copied().max().unwrap_or(0);
+        let lrss = llama.peak_rss_bytes.iter().copied().max().unwrap_or(0);
+        let roofline_ts = match (test.is_decode(), model_bytes, bandwidth) {
+            (true, Some(bytes), Some(bw)) if bytes > 0 => {
+                Some(bw.for_threads(threads) * 1e9 / bytes as f64)
+            }
+            _ => None,
+        };
+        Derived {
+            pocket_ts_mean: pm,
+            pocket_ts_sd: psd,
+            llama_cpp_ts_mean: lm,
+            llama_cpp_ts_sd: lsd,
+            speedup: if lm > 0.0 { pm / lm } else { 0.0 },
+            pocket_peak_rss_bytes: prss,
+            llama_cpp_peak_rss_bytes: lrss,
+            rss_delta_bytes: prss as i64 - lrss as i64,
+            pocket_setup_ms_mean: mean_sd(&pocket.setup_ms).0,
+            llama_cpp_setup_ms_mean: mean_sd(&llama.setup_ms).0,
+            roofline_ts,
+        }
+    }
+
+    /// The first field that differs from `other` beyond rounding, if any.
+    fn differs_from(&self, other: &Derived) -> Option<&'static str> {
+        let close = |a: f64, b: f64| (a - b).abs() <= TOLERANCE * a.abs().max(b.abs()).max(1e-12);
+        let floats = [
+            ("pocket_ts_mean", self.pocket_ts_mean, other.pocket_ts_mean),
+            ("pocket_ts_sd", self.pocket_ts_sd, other.pocket_ts_sd),
+            (
+                "llama_cpp_ts_mean",
+                self.llama_cpp_ts_mean,
+                other.llama_cpp_ts_mean,
+            ),
+            (
+                "llama_cpp_ts_sd",
+                self.llama_cpp_ts_sd,
+                other.llama_cpp_ts_sd,
+            ),
+            ("speedup", self.speedup, other.speedup),
+            (
+                "pocket_setup_ms_mean",
+                self.pocket_setup_ms_mean,
+                other.pocket_setup_ms_mean,
+            ),
+            (
+                "llama_cpp_setup_ms_mean",
+                self.llama_cpp_setup_ms_mean,
+                other.llama_cpp_setup_ms_mean,
+            ),
+        ];
+        if let Some((name, ..)) = floats.iter().find(|(_, a, b)| !close(*a, *b)) {
+            return Some(name);
+        }
+        if self.pocket_peak_rss_bytes != other.pocket_peak_rss_bytes {
+            return Some("pocket_peak_rss_bytes");
+        }
+        if self.llama_cpp_peak_rss_bytes != other.llama_cpp_peak_rss_bytes {
+            return Some("llama_cpp_peak_rss_bytes");
+        }
+        if self.rss_delta_bytes != other.rss_delta_bytes {
+            return Some("rss_delta_bytes");
+        }
+        match (self.roofline_ts, other.roofline_ts) {
+            (None, None) => None,
+            (Some(a), Some(b)) if close(a, b) => None,
+            _ => Some("roofline_ts"),
+        }
+    }
+}
+
+impl Comparison {
+    /// A comparison from both engines' samples, derived values filled in.
+    pub fn new(
+        model: &str,
+        model_bytes: Option<u64>,
+        test: Test,
+        threads: u32,
+        pocket: EngineSamples,
+        llama_cpp: EngineSamples,
+        bandwidth: Option<&Bandwidth>,
+    ) -> Comparison {
+        let derived = Derived::compute(&pocket, &llama_cpp, test, threads, model_bytes, bandwidth);
+        Comparison {
+            model: model.to_string(),
+            model_bytes,
+            test,
+            threads,
+            pocket,
+            llama_cpp,
+            derived,
+        }
+    }
+
+    /// `model test tN`, how reports and the gate name a comparison.
+    pub fn key(&self) -> (String, Test, u32) {
+        (self.model.clone(), self.test, self.threads)
+    }
+}
+
+impl Receipt {
+    /// An empty receipt for this machine and these builds, dated now.
+    pub fn new(
+        machine: Machine,
+        pocket_commit: impl Into<String>,
+        llama_cpp_build: impl Into<String>,
+    ) -> Receipt {
+        Receipt {
+            version: VERSION,
+            created: utc_now(),
+            machine,
+            pocket_commit: pocket_commit.into(),
+            llama_cpp_build: llama_cpp_build.into(),
+            results: Vec::new(),
+            parity: Vec::new(),
+        }
+    }
+
+    /// Reads and validates a receipt file.
+    pub fn load(path: &Path) -> Result<Receipt> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("receipt {}: {e}", path.display()))?;
+        Receipt::from_json(&text).map_err(|e| format!("receipt {}: {e}", path.display()).into())
+    }
+
+    /// Parses and validates receipt JSON.
+    pub fn from_json(text: &str) -> Result<Receipt> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        match value.get("version").map(|v| v.as_u64()) {
+            None => return Err("no `version` field: not a pocket receipt".into()),
+            Some(Some(v)) if v == u64::from(VERSION) => {}
+            Some(Some(v)) => {
+                return Err(
+                    format!("schema version {v}, this pocket reads version {VERSION}").into(),
+                )
+            }
+            Some(None) => return Err("`version` is not a whole number".into()),
+        }
+        let receipt: Receipt = serde_json::from_str(text).map_err(|e| format!("{e}"))?;
+        receipt.validate()?;
+        Ok(receipt)
+    }
+
+    /// Checks what serde cannot: samples present and consistent, derived values matching.
+    pub fn validate(&self) -> Result<()> {
+        if !self.created.contains('T') {
+            return Err(format!("`created` is `{}`, not an RFC 3339 time", self.created).into());
+        }
+        for (i, c) in self.results.iter().enumerate() {
+            let what = format!("results[{i}] ({} {} t{})", c.model, c.test, c.threads);
+            if c.threads == 0 {
+                return Err(format!("{what}: threads is 0").into());
+            }
+            c.pocket.check(&format!("{what}: pocket"))?;
+            c.llama_cpp.check(&format!("{what}: llama_cpp"))?;
+            let again = Derived::compute(
+                &c.pocket,
+                &c.llama_cpp,
+                c.test,
+                c.threads,
+                c.model_bytes,
+                self.machine.bandwidth.as_ref(),
+            );
+            if let Some(field) = c.derived.differs_from(&again) {
+                return Err(format!(
+                    "{what}: derived.{field} does not match the samples (edited by hand?)"
+                )
+                .into());
+            }
+        }
+        for (i, p) in self.parity.iter().enumerate() {
+            if let Some(s) = p.greedy_identical_share {
+                if !(0.0..=1.0).contains(&s) {
+                    return Err(format!(
+                        "parity[{i}] ({}): greedy_identical_share {s} is not in 0..=1",
+                        p.model
+                    )
+                    .into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the receipt as pretty JSON.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()).into())
+    }
+
+    /// The comparison for a (model, test, threads), if measured.
+    pub fn find(&self, key: &(String, Test, u32)) -> Option<&Comparison> {
+        self.results.iter().find(|c| &c.key() == key)
+    }
+}
+
+/// Now, as RFC 3339 UTC with seconds (`2026-11-30T03:10:00Z`).
+pub fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+/// Seconds since the Unix epoch as RFC 3339 UTC (civil-from-days, proleptic Gregorian).
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}

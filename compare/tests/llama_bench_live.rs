@@ -1,0 +1,124 @@
+//! The real llama-bench on SmolLM2-135M Q4_1 (`-p 32 -n 8 -r 1`): its json and md output
+//! parse, and each process is measured (peak RSS, wall time). Needs llama.cpp's tools in
+//! the pocket cache: `bash compare/provision-llama.sh`.
+
+use std::path::PathBuf;
+
+use pocket_compare::bench_format::Format;
+use pocket_compare::engine::{Engine, LlamaCpp, Test};
+use pocket_compare::llama_bench::{self, cache_dir, BenchArgs, LlamaTools, PROVISION};
+
+fn model() -> PathBuf {
+    let m = cache_dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        m.is_file(),
+        "{} missing: run `bash tests/fixtures.sh`",
+        m.display()
+    );
+    m
+}
+
+fn tools() -> LlamaTools {
+    LlamaTools::locate().unwrap_or_else(|e| panic!("{e}\n(provision with `{PROVISION}`)"))
+}
+
+#[test]
+fn missing_tools_name_the_provisioning_command() {
+    let err = LlamaTools::in_cache(std::path::Path::new("/nonexistent/pocket-cache")).unwrap_err();
+    assert!(err.to_string().contains(PROVISION), "{err}");
+}
+
+#[test]
+fn real_llama_bench_json_and_md_parse() {
+    let tools = tools();
+    assert!(
+        tools.build_info().is_some(),
+        "BUILD_INFO missing: {PROVISION}"
+    );
+    for format in [Format::Json, Format::Md] {
+        let args = BenchArgs {
+            model: model(),
+            threads: 1,
+            n_prompt: 32,
+            n_gen: 8,
+            reps: 1,
+            format,
+            extra: vec![],
+        };
+        let run = llama_bench::run(&tools, &args).unwrap();
+        let names: Vec<String> = run.rows.iter().map(|r| r.test_name()).collect();
+        assert_eq!(names, ["pp32", "tg8"], "{format:?}");
+        for r in &run.rows {
+            assert_eq!(r.n_threads, 1);
+            assert_eq!(r.model_type, "llama 256M Q4_1");
+            assert!(r.avg_ts > 0.0, "{format:?}: {r:?}");
+        }
+        if format == Format::Json {
+            assert_eq!(run.rows[0].model_size, 96_576_768);
+            assert_eq!(run.rows[0].samples_ns.len(), 1);
+        }
+        // The model is ~92 MiB and mapped; llama-bench's peak RSS covers at least that.
+        assert!(
+            run.stats.peak_rss_bytes > 64 << 20,
+            "peak RSS {} bytes",
+            run.stats.peak_rss_bytes
+        );
+        assert!(run.stats.wall.as_secs_f64() > 0.0);
+    }
+}
+
+#[test]
+fn llama_cpp_engine_measures_one_repetition() {
+    let engine = LlamaCpp { tools: tools() };
+    assert_eq!(engine.name(), "llama.cpp");
+    let s = engine.bench(&model(), Test::tg(8), 1).unwrap();
+    assert_eq!(s.row.test_name(), "tg8");
+    assert!(s.ts > 0.0 && s.peak_rss_bytes > 64 << 20);
+    assert!(s.wall_ms >= s.setup_ms && s.setup_ms > 0.0);
+}
+
+#[test]
+fn our_md_matches_llama_bench_md_of_the_same_run() {
+    // `-o json -oe md`: one run prints json to stdout and md to stderr.
+    let tools = tools();
+    let args = BenchArgs {
+        model: model(),
+        threads: 1,
+        n_prompt: 16,
+        n_gen: 4,
+        reps: 2,
+        format: Format::Json,
+        extra: ["-b", "256", "-ctv", "q8_0", "-oe", "md"]
+            .map(String::from)
+            .to_vec(),
+    };
+    let run = llama_bench::run(&tools, &args).unwrap();
+    let stderr = &run.stats.stderr;
+    let start = stderr.find("| model").expect("md table on stderr");
+    let end = stderr[start..].find("build: ").map(|i| start + i).unwrap();
+    let line_end = stderr[end..]
+        .find('\n')
+        .map_or(stderr.len(), |i| end + i + 1);
+    let theirs = &stderr[start..line_end];
+    let ours = pocket_compare::bench_format::write(&run.rows, Format::Md);
+    assert_eq!(ours, theirs);
+}
+
+#[test]
+fn our_sql_matches_llama_bench_sql_of_the_same_run() {
+    let tools = tools();
+    let args = BenchArgs {
+        model: model(),
+        threads: 1,
+        n_prompt: 16,
+        n_gen: 0,
+        reps: 1,
+        format: Format::Json,
+        extra: ["-oe", "sql"].map(String::from).to_vec(),
+    };
+    let run = llama_bench::run(&tools, &args).unwrap();
+    let stderr = &run.stats.stderr;
+    let start = stderr.find("CREATE TABLE").expect("sql on stderr");
+    let ours = pocket_compare::bench_format::write(&run.rows, Format::Sql);
+    assert_eq!(ours, &stderr[start..]);
+}
