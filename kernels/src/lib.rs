@@ -5,10 +5,14 @@
 //! - [`dispatch`]: run-time ISA detection and the `POCKET_ISA` override.
 //! - [`formats`]: the GGUF block formats, scalar: block structs, dequantize, reference
 //!   quantize and the scalar dot products SIMD kernels are tested against.
+//! - [`matmul`]: repacked Q4_0/Q4_1/Q8_0 weights, activation quantization, gemv/gemm
+//!   (scalar reference + dispatch); [`arch`]: the SIMD kernels behind it.
 
+pub mod arch;
 pub mod dispatch;
 pub mod formats;
 pub mod ggml_type;
+pub mod matmul;
 
 pub use dispatch::Isa;
 pub use ggml_type::GgmlType;

@@ -1,0 +1,111 @@
+//! Q4_1 gemv/gemm tiles: `Σ(q·dw + m)(a·da) = dw·da·Σqa + m·(da·Σa)`; the nibble core is
+//! `super::q4_0::block_sums`. Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16.
+//! [`tile_x64`] reads the merged layout with one `(d, m)` per 64-group.
+
+use super::q4_0::{act_ptrs, block_sums};
+use crate::matmul::{QuantizedActivation, QK};
+use std::arch::x86_64::*;
+
+/// The 8 row outputs of one Q4_1 panel for activation rows `t0..t0+N`.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile<const N: usize>(
+    q: &[u8],
+    s: &[u16],
+    act: &QuantizedActivation,
+    t0: usize,
+) -> [__m256; N] {
+    let nb = act.blocks();
+    assert!(q.len() >= nb * 128 && s.len() >= nb * 16 && t0 + N <= act.rows());
+    let mut ap = act_ptrs::<N>(act, t0);
+    let mut ad = [&[][..]; N];
+    let mut ads = [&[][..]; N];
+    for t in 0..N {
+        ad[t] = &act.row_d(t0 + t)[..nb];
+        ads[t] = &act.row_ds(t0 + t)[..nb];
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..nb {
+        if N == 1 {
+            // gemv streams the weights from DRAM: keep the loads ahead of the math.
+            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+            unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
+        }
+        // SAFETY: b < nb: block b's codes/scales/activations are in bounds (checked above).
+        let (sums, dw, mw) = unsafe {
+            (
+                block_sums::<N>(q.as_ptr().add(b * 128), &ap),
+                _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 16) as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 16 + 8) as *const __m128i)),
+            )
+        };
+        for t in 0..N {
+            let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
+            acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(sums[t]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ads[t][b]), acc[t]);
+            // SAFETY: stays within (or one past) the activation row.
+            ap[t] = unsafe { ap[t].add(QK) };
+        }
+    }
+    acc
+}
+
+/// The 8 row outputs of one merged-Q4_1 ([`crate::matmul::Layout::Q4_1x64`]) panel.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked; the block count is even.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile_x64<const N: usize>(
+    q: &[u8],
+    s: &[u16],
+    act: &QuantizedActivation,
+    t0: usize,
+) -> [__m256; N] {
+    let nb = act.blocks();
+    let ng = nb / 2;
+    assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && t0 + N <= act.rows());
+    let mut ap = act_ptrs::<N>(act, t0);
+    let mut ad = [&[][..]; N];
+    let mut ads = [&[][..]; N];
+    for t in 0..N {
+        ad[t] = &act.row_d(t0 + t)[..nb];
+        ads[t] = &act.row_ds(t0 + t)[..nb];
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    for g in 0..ng {
+        let (b0, b1) = (2 * g, 2 * g + 1);
+        if N == 1 {
+            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+            unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b0 * 128), 4) };
+        }
+        // SAFETY: b1 < nb: both blocks' codes/activations and group g's scales are in
+        // bounds (checked above).
+        let (dw, mw) = unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(g * 16) as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(g * 16 + 8) as *const __m128i)),
+            )
+        };
+        let s0 = unsafe { block_sums::<N>(q.as_ptr().add(b0 * 128), &ap) };
+        let mut ap1 = ap;
+        for p in ap1.iter_mut() {
+            // SAFETY: block b1 of the activation row is in bounds.
+            *p = unsafe { p.add(QK) };
+        }
+        // SAFETY: as above.
+        let s1 = unsafe { block_sums::<N>(q.as_ptr().add(b1 * 128), &ap1) };
+        for t in 0..N {
+            let tmp = _mm256_mul_ps(_mm256_cvtepi32_ps(s0[t]), _mm256_set1_ps(ad[t][b0]));
+            let tmp = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1[t]), _mm256_set1_ps(ad[t][b1]), tmp);
+            acc[t] = _mm256_fmadd_ps(tmp, dw, acc[t]);
+            acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ads[t][b0] + ads[t][b1]), acc[t]);
+            // SAFETY: stays within (or one past) the activation row.
+            ap[t] = unsafe { ap[t].add(2 * QK) };
+        }
+    }
+    acc
+}

@@ -1,0 +1,156 @@
+//! Quantized matrix-vector (decode) and matrix-matrix (prefill) products on repacked
+//! weights: Q4_0, Q4_1 (and its merged 64-group form), Q8_0 weights times q8_0-style int8
+//! activations.
+//!
+//! * [`PackedMatrix::pack`] repacks raw GGUF bytes once, at load, into panels of 8
+//!   interleaved rows ([`packed`] documents the layout); [`PackedMatrix::pack_stacked`]
+//!   fuses several tensors (Q/K/V) into one, [`PackedMatrix::pack_swiglu`] a gate/up pair.
+//! * [`QuantizedActivation::quantize`] turns f32 input rows into int8 blocks plus the
+//!   per-block sums that fold the weights' offsets/mins; quantize once, use for every
+//!   matrix that reads the same input.
+//! * [`gemv`], [`gemm`], [`gemv_swiglu`], [`gemm_swiglu`] are single-threaded over a range
+//!   of **output panels** (8 output rows each, [`PackedMatrix::panels`]); a thread pool
+//!   splits the panel range. They dispatch on an [`Isa`]; levels without a kernel here
+//!   (the ARM ones on x86, or any level on another architecture) run the scalar path.
+//!
+//! Output placement: panel range `a..b` covers output rows `8a .. min(8b, rows)`; row `r`
+//! of token `t` goes to `out[t * ld + (r - 8a)]` (`gemv`: `ld` irrelevant, one token).
+
+#![forbid(unsafe_code)]
+
+pub mod act;
+pub mod packed;
+pub mod scalar;
+
+pub use act::QuantizedActivation;
+pub use packed::{Kind, Layout, PackError, PackOptions, PackedMatrix, PANEL, QK};
+
+use crate::Isa;
+use std::ops::Range;
+
+fn check(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: &Range<usize>,
+    out_len: usize,
+    ld: usize,
+    panels: &Range<usize>,
+    swiglu: bool,
+) {
+    assert_eq!(
+        matches!(w.kind, Kind::SwiGlu),
+        swiglu,
+        "a gate/up (SwiGlu) matrix needs gemv_swiglu/gemm_swiglu, and only it"
+    );
+    assert_eq!(
+        act.cols(),
+        w.cols,
+        "activation width {} != matrix columns {}",
+        act.cols(),
+        w.cols
+    );
+    assert!(
+        tokens.start < tokens.end && tokens.end <= act.rows(),
+        "token range {tokens:?} outside 0..{}",
+        act.rows()
+    );
+    assert!(
+        panels.start <= panels.end && panels.end <= w.panels(),
+        "panel range {panels:?} outside 0..{}",
+        w.panels()
+    );
+    let n = w.rows_in(panels.clone());
+    assert!(ld >= n, "ld {ld} < {n} rows");
+    let need = if n == 0 {
+        0
+    } else {
+        (tokens.len() - 1) * ld + n
+    };
+    assert!(out_len >= need, "output of {out_len} < {need}");
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    isa: Isa,
+    swiglu: bool,
+) {
+    check(w, act, &tokens, out.len(), ld, &panels, swiglu);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => crate::arch::x86::gemm_checked(w, act, tokens, out, ld, panels, swiglu),
+        _ => scalar::gemm(w, act, tokens, out, ld, panels, swiglu),
+    }
+}
+
+/// `out[r - 8·panels.start] = Σ_c W[r][c] · x[c]` for the output rows of `panels`, with
+/// `x` the **first** row of `act`. `out.len()` must be at least `w.rows_in(panels)`.
+pub fn gemv(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    out: &mut [f32],
+    panels: Range<usize>,
+    isa: Isa,
+) {
+    let n = w.rows_in(panels.clone());
+    run(w, act, 0..1, out, n, panels, isa, false)
+}
+
+/// Every row of `act` times the matrix: `out[t·ld + r - 8·panels.start]`. Each weight panel
+/// is loaded once per tile of 4 activation rows.
+pub fn gemm(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    isa: Isa,
+) {
+    run(w, act, 0..act.rows(), out, ld, panels, isa, false)
+}
+
+/// [`gemm`] over the activation rows `tokens` only (output row `t - tokens.start`): lets a
+/// pool split prefill by tokens as well as by panels.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_tokens(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    isa: Isa,
+) {
+    let swiglu = matches!(w.kind, Kind::SwiGlu);
+    run(w, act, tokens, out, ld, panels, isa, swiglu)
+}
+
+/// For a [`PackedMatrix::pack_swiglu`] pair: `out[r - 8·panels.start] =
+/// silu(gate_r · x) · (up_r · x)`, `x` the first row of `act`.
+pub fn gemv_swiglu(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    out: &mut [f32],
+    panels: Range<usize>,
+    isa: Isa,
+) {
+    let n = w.rows_in(panels.clone());
+    run(w, act, 0..1, out, n, panels, isa, true)
+}
+
+/// [`gemv_swiglu`] for every row of `act`, laid out as in [`gemm`].
+pub fn gemm_swiglu(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    isa: Isa,
+) {
+    run(w, act, 0..act.rows(), out, ld, panels, isa, true)
+}

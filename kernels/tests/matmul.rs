@@ -1,0 +1,431 @@
+//! Packed matmul kernels: every available ISA against the scalar packed reference (tight),
+//! and the scalar reference against a naive f64 dot of weights dequantized straight from
+//! the raw GGUF bytes with the dequantized activation (loose).
+
+use half::f16;
+use pocket_kernels::matmul::{
+    gemm, gemm_swiglu, gemm_tokens, gemv, gemv_swiglu, Layout, PackError, PackOptions,
+    PackedMatrix, QuantizedActivation,
+};
+use pocket_kernels::{GgmlType, Isa};
+use proptest::prelude::*;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn f(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// Random raw GGUF bytes. `share`: Q4_1 64-groups share (d, m) (MNN-Pocket style).
+fn random_tensor(ty: GgmlType, rows: usize, cols: usize, share: bool, rng: &mut Rng) -> Vec<u8> {
+    let nb = cols / 32;
+    let mut out = Vec::new();
+    for _ in 0..rows {
+        let mut prev_dm = [0u8; 4];
+        for b in 0..nb {
+            let d = f16::from_f32(rng.f(-0.05, 0.05)).to_bits().to_le_bytes();
+            let m = f16::from_f32(rng.f(-0.4, 0.4)).to_bits().to_le_bytes();
+            match ty {
+                GgmlType::Q4_0 => out.extend_from_slice(&d),
+                GgmlType::Q4_1 => {
+                    let dm = if share && b % 2 == 1 {
+                        prev_dm
+                    } else {
+                        [d[0], d[1], m[0], m[1]]
+                    };
+                    prev_dm = dm;
+                    out.extend_from_slice(&dm);
+                }
+                GgmlType::Q8_0 => out.extend_from_slice(&d),
+                _ => unreachable!(),
+            }
+            let n = if ty == GgmlType::Q8_0 { 32 } else { 16 };
+            for _ in 0..n {
+                out.push(rng.next() as u8);
+            }
+        }
+    }
+    out
+}
+
+/// Row `r` dequantized from the raw GGUF bytes (independent of the packing).
+fn naive_row(ty: GgmlType, bytes: &[u8], r: usize, cols: usize) -> Vec<f64> {
+    let bb = ty.type_size();
+    let rb = cols / 32 * bb;
+    let row = &bytes[r * rb..(r + 1) * rb];
+    let h = |b: &[u8]| f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f64();
+    let mut out = Vec::with_capacity(cols);
+    for blk in row.chunks_exact(bb) {
+        let d = h(&blk[0..2]);
+        match ty {
+            GgmlType::Q4_0 | GgmlType::Q4_1 => {
+                let (m, qs) = if ty == GgmlType::Q4_0 {
+                    (-8.0 * d, &blk[2..18])
+                } else {
+                    (h(&blk[2..4]), &blk[4..20])
+                };
+                let mut e = [0f64; 32];
+                for j in 0..16 {
+                    e[j] = (qs[j] & 15) as f64 * d + m;
+                    e[j + 16] = (qs[j] >> 4) as f64 * d + m;
+                }
+                out.extend_from_slice(&e);
+            }
+            _ => out.extend(blk[2..34].iter().map(|&q| q as i8 as f64 * d)),
+        }
+    }
+    out
+}
+
+fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
+    // An all-zero block exercises d = 0.
+    if x.len() >= 64 {
+        x[32..64].iter_mut().for_each(|v| *v = 0.0);
+    }
+    x
+}
+
+/// Naive [tokens x rows] product and the matching Σ|w·a| magnitudes (for tolerances).
+fn naive(
+    ty: GgmlType,
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    act: &QuantizedActivation,
+) -> (Vec<f64>, Vec<f64>) {
+    let w: Vec<Vec<f64>> = (0..rows).map(|r| naive_row(ty, bytes, r, cols)).collect();
+    let mut y = vec![0f64; act.rows() * rows];
+    let mut mag = vec![0f64; act.rows() * rows];
+    for t in 0..act.rows() {
+        let a = act.dequant_row(t);
+        for r in 0..rows {
+            for c in 0..cols {
+                y[t * rows + r] += w[r][c] * a[c] as f64;
+                mag[t * rows + r] += (w[r][c] * a[c] as f64).abs();
+            }
+        }
+    }
+    (y, mag)
+}
+
+fn silu(g: f64) -> f64 {
+    g / (1.0 + (-g).exp())
+}
+
+fn ty_strategy() -> impl Strategy<Value = (GgmlType, bool)> {
+    prop_oneof![
+        Just((GgmlType::Q4_0, false)),
+        Just((GgmlType::Q4_1, false)),
+        Just((GgmlType::Q4_1, true)),
+        Just((GgmlType::Q8_0, false)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn gemm_and_gemv_match_reference(
+        (ty, share) in ty_strategy(),
+        rows in 1usize..=41,
+        blocks in 1usize..=9,
+        tokens in 1usize..=9,
+        seed in any::<u64>(),
+    ) {
+        let blocks = if share { blocks + blocks % 2 } else { blocks };
+        let cols = blocks * 32;
+        let mut rng = Rng(seed);
+        let bytes = random_tensor(ty, rows, cols, share, &mut rng);
+        let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
+        if ty == GgmlType::Q4_1 {
+            prop_assert_eq!(w.layout, if share { Layout::Q4_1x64 } else { Layout::Q4_1 });
+        }
+        let x = random_act(tokens, cols, &mut rng);
+        let act = QuantizedActivation::quantize(&x, tokens);
+        let (y, mag) = naive(ty, &bytes, rows, cols, &act);
+        let mut reference = vec![0f32; tokens * rows];
+        gemm(&w, &act, &mut reference, rows, 0..w.panels(), Isa::Scalar);
+        for i in 0..y.len() {
+            let tol = 1e-5 * mag[i] + 1e-6;
+            prop_assert!((reference[i] as f64 - y[i]).abs() <= tol,
+                "scalar vs naive at {}: {} vs {} (tol {})", i, reference[i], y[i], tol);
+        }
+        for isa in Isa::available() {
+            let mut out = vec![f32::NAN; tokens * rows];
+            gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
+            for i in 0..y.len() {
+                let tol = 1e-6 * mag[i] + 1e-7;
+                prop_assert!((out[i] - reference[i]).abs() as f64 <= tol,
+                    "{} gemm vs scalar at {}: {} vs {}", isa, i, out[i], reference[i]);
+            }
+            // gemv over a split panel range = row 0 of the gemm.
+            let split = (seed as usize) % (w.panels() + 1);
+            let mut g = vec![f32::NAN; rows];
+            let (lo, hi) = g.split_at_mut(w.rows_in(0..split));
+            gemv(&w, &act, lo, 0..split, isa);
+            gemv(&w, &act, hi, split..w.panels(), isa);
+            for r in 0..rows {
+                prop_assert!((g[r] - reference[r]).abs() as f64 <= 1e-6 * mag[r] + 1e-7,
+                    "{} gemv row {}: {} vs {}", isa, r, g[r], reference[r]);
+            }
+            // A token sub-range, a panel sub-range, and a wider ld.
+            let t0 = (seed as usize / 7) % tokens;
+            let ld = rows + 3;
+            let mut part = vec![f32::NAN; (tokens - t0) * ld];
+            gemm_tokens(&w, &act, t0..tokens, &mut part, ld, split..w.panels(), isa);
+            let r0 = split * 8;
+            for t in t0..tokens {
+                for r in r0..rows {
+                    prop_assert_eq!(part[(t - t0) * ld + r - r0].to_bits(),
+                        out[t * rows + r].to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn swiglu_matches_reference(
+        (ty, share) in ty_strategy(),
+        rows in 1usize..=25,
+        blocks in 1usize..=9,
+        tokens in 1usize..=6,
+        seed in any::<u64>(),
+    ) {
+        let blocks = if share { blocks + blocks % 2 } else { blocks };
+        let cols = blocks * 32;
+        let mut rng = Rng(seed);
+        let gate = random_tensor(ty, rows, cols, share, &mut rng);
+        let up = random_tensor(ty, rows, cols, share, &mut rng);
+        let w = PackedMatrix::pack_swiglu(ty, &gate, &up, rows, cols).unwrap();
+        let x = random_act(tokens, cols, &mut rng);
+        let act = QuantizedActivation::quantize(&x, tokens);
+        let (g, gm) = naive(ty, &gate, rows, cols, &act);
+        let (u, um) = naive(ty, &up, rows, cols, &act);
+        let mut reference = vec![0f32; tokens * rows];
+        gemm_swiglu(&w, &act, &mut reference, rows, 0..w.panels(), Isa::Scalar);
+        for i in 0..g.len() {
+            let want = silu(g[i]) * u[i];
+            // d(silu(g)u) = silu'(g)·u·dg + silu(g)·du, |silu'| <= 1.1, |silu(g)| <= |g|+0.3
+            let tol = 1e-5 * (1.1 * u[i].abs() * gm[i] + (g[i].abs() + 0.3) * um[i]) + 1e-6;
+            prop_assert!((reference[i] as f64 - want).abs() <= tol,
+                "scalar swiglu vs naive at {}: {} vs {}", i, reference[i], want);
+        }
+        for isa in Isa::available() {
+            let mut out = vec![f32::NAN; tokens * rows];
+            gemm_swiglu(&w, &act, &mut out, rows, 0..w.panels(), isa);
+            let mut one = vec![f32::NAN; rows];
+            gemv_swiglu(&w, &act, &mut one, 0..w.panels(), isa);
+            for i in 0..g.len() {
+                let tol = 1e-5 * (reference[i].abs() as f64) + 1e-6;
+                prop_assert!((out[i] - reference[i]).abs() as f64 <= tol,
+                    "{} swiglu at {}: {} vs {}", isa, i, out[i], reference[i]);
+                if i < rows {
+                    prop_assert_eq!(one[i].to_bits(), out[i].to_bits());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stacked_equals_separate(
+        (ty, share) in ty_strategy(),
+        r1 in 1usize..=20, r2 in 1usize..=20, r3 in 1usize..=20,
+        blocks in 1usize..=5,
+        seed in any::<u64>(),
+    ) {
+        let blocks = if share { blocks + blocks % 2 } else { blocks };
+        let cols = blocks * 32;
+        let mut rng = Rng(seed);
+        let ts: Vec<(Vec<u8>, usize)> = [r1, r2, r3].iter()
+            .map(|&r| (random_tensor(ty, r, cols, share, &mut rng), r)).collect();
+        let parts: Vec<(&[u8], usize)> = ts.iter().map(|(b, r)| (&b[..], *r)).collect();
+        let fused = PackedMatrix::pack_stacked(ty, &parts, cols).unwrap();
+        prop_assert_eq!(fused.parts(), &[r1, r2, r3][..]);
+        let act = QuantizedActivation::quantize(&random_act(2, cols, &mut rng), 2);
+        let n = r1 + r2 + r3;
+        for isa in Isa::available() {
+            let mut all = vec![0f32; 2 * n];
+            gemm(&fused, &act, &mut all, n, 0..fused.panels(), isa);
+            let mut off = 0;
+            for (b, r) in &parts {
+                let m = PackedMatrix::pack(ty, b, *r, cols).unwrap();
+                let mut o = vec![0f32; 2 * r];
+                gemm(&m, &act, &mut o, *r, 0..m.panels(), isa);
+                for t in 0..2 {
+                    for i in 0..*r {
+                        // Same per-row arithmetic whatever the panel position.
+                        prop_assert_eq!(o[t * r + i].to_bits(), all[t * n + off + i].to_bits());
+                    }
+                }
+                off += r;
+            }
+        }
+    }
+}
+
+#[test]
+fn pack_rejects_bad_shapes() {
+    let b = vec![0u8; 18 * 4];
+    assert!(matches!(
+        PackedMatrix::pack(GgmlType::Q4_0, &b, 2, 48),
+        Err(PackError::BadCols(48))
+    ));
+    assert!(matches!(
+        PackedMatrix::pack(GgmlType::Q4_0, &b, 3, 64),
+        Err(PackError::BadLength {
+            expected: 108,
+            got: 72
+        })
+    ));
+    assert!(matches!(
+        PackedMatrix::pack(GgmlType::Q4_K, &b, 1, 256),
+        Err(PackError::UnsupportedType(GgmlType::Q4_K))
+    ));
+    assert!(PackedMatrix::pack(GgmlType::Q4_0, &b, 2, 64).is_ok());
+}
+
+#[test]
+fn merged_q4_1_reads_fewer_bytes() {
+    let (rows, cols) = (24, 256);
+    let bytes = random_tensor(GgmlType::Q4_1, rows, cols, true, &mut Rng(7));
+    let merged = PackedMatrix::pack(GgmlType::Q4_1, &bytes, rows, cols).unwrap();
+    let split = PackedMatrix::pack_with(
+        GgmlType::Q4_1,
+        &bytes,
+        rows,
+        cols,
+        PackOptions { merge_q4_1: false },
+    )
+    .unwrap();
+    assert_eq!(merged.layout, Layout::Q4_1x64);
+    assert_eq!(split.layout, Layout::Q4_1);
+    assert_eq!(split.bytes(), rows * cols * 5 / 8);
+    assert_eq!(merged.bytes(), rows * cols * 9 / 16);
+    let act = QuantizedActivation::quantize(&random_act(1, cols, &mut Rng(8)), 1);
+    for isa in Isa::available() {
+        let (mut a, mut b) = (vec![0f32; rows], vec![0f32; rows]);
+        gemv(&merged, &act, &mut a, 0..3, isa);
+        gemv(&split, &act, &mut b, 0..3, isa);
+        for r in 0..rows {
+            assert!(
+                (a[r] - b[r]).abs() <= 1e-5 * (1.0 + b[r].abs()),
+                "{isa} {r}"
+            );
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "activation width")]
+fn width_mismatch_panics() {
+    let b = vec![0u8; 18 * 2];
+    let w = PackedMatrix::pack(GgmlType::Q4_0, &b, 1, 64).unwrap();
+    let act = QuantizedActivation::quantize(&[0.0; 32], 1);
+    gemv(&w, &act, &mut [0.0], 0..1, Isa::Scalar);
+}
+
+proptest! {
+    #[test]
+    fn quantize_is_identical_on_every_isa(
+        tokens in 1usize..=3,
+        blocks in 1usize..=6,
+        seed in any::<u64>(),
+        specials in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..5), 0..4),
+    ) {
+        let cols = blocks * 32;
+        let mut rng = Rng(seed);
+        let scale = [1e-30f32, 1e-3, 1.0, 1e3, 1e30][seed as usize % 5];
+        let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-1.0, 1.0) * scale).collect();
+        for (i, k) in specials {
+            let n = x.len();
+            x[i.index(n)] = [f32::NAN, f32::INFINITY, -0.0, 0.5 * scale, -127.5][k as usize];
+        }
+        let r = QuantizedActivation::quantize_with(&x, tokens, Isa::Scalar);
+        for isa in Isa::available() {
+            let a = QuantizedActivation::quantize_with(&x, tokens, isa);
+            for t in 0..tokens {
+                prop_assert_eq!(a.row_qs(t), r.row_qs(t), "{}", isa);
+                prop_assert_eq!(a.row_sum(t), r.row_sum(t));
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                prop_assert_eq!(bits(a.row_d(t)), bits(r.row_d(t)));
+                prop_assert_eq!(bits(a.row_ds(t)), bits(r.row_ds(t)));
+            }
+        }
+    }
+}
+
+#[test]
+fn split_helpers_cover_every_row_once() {
+    let (rows, cols) = (45, 64);
+    let bytes = random_tensor(GgmlType::Q4_0, rows, cols, false, &mut Rng(3));
+    let w = PackedMatrix::pack(GgmlType::Q4_0, &bytes, rows, cols).unwrap();
+    let act = QuantizedActivation::quantize(&random_act(1, cols, &mut Rng(4)), 1);
+    let mut full = vec![0f32; rows];
+    gemv(&w, &act, &mut full, 0..w.panels(), Isa::detect());
+    for n in 1..=8 {
+        let ranges = w.split_panels(n);
+        assert_eq!(ranges.len(), n);
+        let mut out = vec![f32::NAN; rows];
+        std::thread::scope(|s| {
+            for (r, o) in ranges.iter().zip(w.split_out(&mut out, &ranges)) {
+                let (w, act, r) = (&w, &act, r.clone());
+                s.spawn(move || gemv(w, act, o, r, Isa::detect()));
+            }
+        });
+        assert_eq!(out, full, "{n} threads");
+    }
+}
+
+/// The integer paths' worst cases: all-15 nibbles / -128 int8 codes against ±127
+/// activations (the int16 sums must not saturate), over a long row.
+#[test]
+fn extreme_codes_do_not_saturate() {
+    let (rows, cols) = (11, 4096);
+    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+        for code in [0xFFu8, 0x80, 0x00, 0x0F, 0xF0] {
+            let bb = ty.type_size();
+            let mut bytes = vec![code; rows * cols / 32 * bb];
+            for blk in bytes.chunks_exact_mut(bb) {
+                blk[0..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+                if ty == GgmlType::Q4_1 {
+                    blk[2..4].copy_from_slice(&f16::from_f32(-1.0).to_bits().to_le_bytes());
+                }
+            }
+            let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
+            for sign in [1.0f32, -1.0] {
+                let x: Vec<f32> = (0..2 * cols)
+                    .map(|i| {
+                        if i < cols {
+                            sign
+                        } else {
+                            -sign * (i % 3) as f32
+                        }
+                    })
+                    .collect();
+                let act = QuantizedActivation::quantize(&x, 2);
+                let (y, mag) = naive(ty, &bytes, rows, cols, &act);
+                for isa in Isa::available() {
+                    let mut out = vec![0f32; 2 * rows];
+                    gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
+                    for i in 0..out.len() {
+                        assert!(
+                            (out[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
+                            "{ty:?} code {code:#x} sign {sign} {isa} at {i}: {} vs {}",
+                            out[i],
+                            y[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
