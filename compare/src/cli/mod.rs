@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod inspect_cmd;
+pub mod perplexity_cmd;
+mod run_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -21,12 +23,18 @@ struct Cli {
 enum Command {
     /// Show a GGUF file's metadata, tensors and totals (in the spirit of gguf-dump).
     Inspect(inspect_cmd::InspectArgs),
+    /// Generate text from a prompt (greedy at --temp 0), with timings on stderr.
+    Run(run_cmd::RunArgs),
+    /// Perplexity of a text file, by llama-perplexity's method.
+    Perplexity(perplexity_cmd::PerplexityArgs),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => inspect_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
+        Command::Perplexity(args) => perplexity_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
