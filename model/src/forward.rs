@@ -42,6 +42,12 @@ pub enum ModelError {
     ContextFull { need: usize, n_ctx: usize },
     #[error("token id {0} is outside the vocabulary of {1}")]
     BadToken(u32, usize),
+    #[error("you need at least {need} tokens to evaluate perplexity with a context of {n_ctx}; the text tokenizes to {got}")]
+    TooFewTokens {
+        need: usize,
+        n_ctx: usize,
+        got: usize,
+    },
     #[error("no tokens to evaluate")]
     Empty,
 }

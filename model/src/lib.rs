@@ -13,6 +13,7 @@ pub mod gguf;
 pub mod kv_cache;
 pub mod linear;
 pub mod ops_fallback;
+pub mod perplexity;
 pub mod sample_basic;
 pub mod threadpool;
 pub mod tokenizer;
