@@ -1,10 +1,28 @@
 //! pocket-model: reads GGUF models and runs them.
 //!
-//! The data path, top to bottom: GGUF bytes ([`gguf`]) → typed tensors → repacked weights
-//! (pocket-kernels) → forward step → logits → sampler.
+//! The data path, top to bottom: GGUF bytes ([`gguf`]) → hyper-parameters ([`config`]) →
+//! checked tensors ([`weights`]; matrices as [`linear::Linear`], repacked by
+//! pocket-kernels or zero-copy) → forward pass ([`forward`]: [`attention`] over the
+//! [`kv_cache`], element-wise [`ops_fallback`], split across the [`threadpool`]) →
+//! logits → sampler ([`sample_basic`]).
 
+pub mod attention;
 pub mod chat;
+pub mod config;
+pub mod forward;
 pub mod gguf;
+pub mod kv_cache;
+pub mod linear;
+pub mod ops_fallback;
+pub mod perplexity;
+pub mod sample_basic;
 pub mod sampler;
 pub mod synth;
+pub mod threadpool;
 pub mod tokenizer;
+pub mod weights;
+
+pub use config::{Arch, Config};
+pub use forward::{Model, ModelError, Session, SessionOptions};
+pub use kv_cache::KvType;
+pub use weights::LoadOptions;

@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 
 pub mod compare_cmd;
 mod inspect_cmd;
+pub mod perplexity_cmd;
+mod run_cmd;
 mod synth_cmd;
 
 #[derive(Parser)]
@@ -27,6 +29,10 @@ enum Command {
     Synth(synth_cmd::SynthArgs),
     /// Work on stored comparison receipts: trend page, regression gate, results directory.
     Compare(compare_cmd::CompareArgs),
+    /// Generate text from a prompt (greedy at --temp 0), with timings on stderr.
+    Run(run_cmd::RunArgs),
+    /// Perplexity of a text file, by llama-perplexity's method.
+    Perplexity(perplexity_cmd::PerplexityArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -35,6 +41,8 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => inspect_cmd::run(args),
         Command::Synth(args) => synth_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
+        Command::Perplexity(args) => perplexity_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

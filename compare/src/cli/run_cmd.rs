@@ -1,0 +1,112 @@
+//! `pocket run -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T --seed S]`:
+//! streams the continuation to stdout, timings to stderr.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use pocket_model::forward::ms_since;
+use pocket_model::sample_basic::BasicSampler;
+use pocket_model::tokenizer::StreamDecoder;
+use pocket_model::{Model, Session, SessionOptions};
+
+use super::CliResult;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The GGUF model.
+    #[arg(short, long)]
+    model: PathBuf,
+    /// The prompt (special tokens in it are parsed).
+    #[arg(short, long)]
+    prompt: String,
+    /// Tokens to generate.
+    #[arg(short = 'n', long, default_value_t = 64)]
+    n_predict: usize,
+    /// Threads (default: all cores).
+    #[arg(short, long)]
+    threads: Option<usize>,
+    /// Context size (prompt + generated tokens).
+    #[arg(short = 'c', long, default_value_t = 2048)]
+    ctx_size: usize,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temp: f32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Do not echo the prompt.
+    #[arg(long)]
+    no_echo: bool,
+}
+
+pub fn run(a: RunArgs) -> CliResult {
+    let t0 = Instant::now();
+    let model = Model::load(&a.model)?;
+    let load_ms = ms_since(t0);
+    let tok = &model.tokenizer;
+    let prompt = tok.encode(&a.prompt, true, true);
+    if prompt.is_empty() {
+        return Err("the prompt tokenizes to nothing".into());
+    }
+    if prompt.len() + a.n_predict > a.ctx_size {
+        return Err(format!(
+            "the prompt ({} tokens) plus {} to generate does not fit in the context of {} (raise -c)",
+            prompt.len(),
+            a.n_predict,
+            a.ctx_size
+        )
+        .into());
+    }
+    let mut o = SessionOptions {
+        n_ctx: a.ctx_size,
+        pin: true,
+        ..Default::default()
+    };
+    if let Some(t) = a.threads {
+        o.n_threads = t.max(1);
+    }
+    let mut s = Session::new(&model, o);
+    let mut out = std::io::stdout().lock();
+    if !a.no_echo {
+        write!(out, "{}", a.prompt)?;
+        out.flush()?;
+    }
+    let mut sampler = BasicSampler::new(a.temp, a.seed);
+    let t1 = Instant::now();
+    let mut next = sampler.sample(s.prefill(&prompt)?);
+    let prompt_ms = ms_since(t1);
+    let t2 = Instant::now();
+    let mut dec = StreamDecoder::new();
+    let mut n_gen = 0usize;
+    for i in 0..a.n_predict {
+        if tok.is_eog(next) {
+            break;
+        }
+        write!(out, "{}", dec.push(tok, next, false))?;
+        out.flush()?;
+        n_gen += 1;
+        if i + 1 == a.n_predict {
+            break;
+        }
+        next = sampler.sample(s.decode(next)?);
+    }
+    write!(out, "{}", dec.finish())?;
+    writeln!(out)?;
+    let gen_ms = ms_since(t2);
+    // n_gen tokens were sampled, n_gen - 1 decode steps evaluated.
+    let n_dec = n_gen.saturating_sub(1);
+    eprintln!(
+        "\nload {:.0} ms | prompt {} tokens in {:.1} ms ({:.2} t/s) | generation {} tokens in {:.1} ms ({:.2} t/s) | {} threads, {}",
+        load_ms,
+        prompt.len(),
+        prompt_ms,
+        prompt.len() as f64 * 1e3 / prompt_ms,
+        n_dec,
+        gen_ms,
+        if gen_ms > 0.0 { n_dec as f64 * 1e3 / gen_ms } else { 0.0 },
+        s.threads(),
+        model.isa.name(),
+    );
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! Linear layers: `out[t][r] = Σ_c W[r][c] · x[t][c]`, split across the pool.
+//!
+//! * [`Linear::Packed`]: Q4_0 / Q4_1 / Q8_0 repacked at load into 8-row panels
+//!   (pocket-kernels `matmul`), times a q8_0-style [`QuantizedActivation`].
+//! * [`Linear::Generic`]: every other format, zero-copy over the mapped bytes. Decode
+//!   (one token) quantizes the input once into the format's activation pair (q8_0, q8_1
+//!   or q8_K, as ggml's `vec_dot_type`) and uses the format's scalar `vec_dot`; a batch
+//!   dequantizes each weight row once and takes f32 dot products with every token.
+//!
+//! An [`Input`] is prepared once per layer input and shared by every matrix that reads
+//! it (Q, K, V; gate, up), quantized into each activation format they need.
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
+use pocket_kernels::matmul::{self, Kind, PackedMatrix, QuantizedActivation};
+use pocket_kernels::{GgmlType, Isa};
+
+use crate::threadpool::ThreadPool;
+
+/// The activation format a weight type's dot product pairs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActFormat {
+    /// f32 (F32, F16, BF16 weights).
+    F32,
+    Q8_0,
+    Q8_1,
+    Q8K,
+}
+
+pub fn act_format(ty: GgmlType) -> Option<ActFormat> {
+    use GgmlType as T;
+    Some(match ty {
+        T::F32 | T::F16 | T::BF16 => ActFormat::F32,
+        T::Q4_0 | T::Q5_0 | T::Q8_0 | T::IQ4_NL => ActFormat::Q8_0,
+        T::Q4_1 | T::Q5_1 => ActFormat::Q8_1,
+        T::Q2_K | T::Q3_K | T::Q4_K | T::Q5_K | T::Q6_K | T::IQ4_XS => ActFormat::Q8K,
+        _ => return None,
+    })
+}
+
+/// Whether pocket-kernels has a packed layout for `ty`.
+pub fn packable(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q8_0)
+}
+
+pub enum Linear<'a> {
+    Packed(PackedMatrix),
+    Generic {
+        ty: GgmlType,
+        /// Row-major raw blocks, borrowed from the mapped file.
+        data: &'a [u8],
+        rows: usize,
+        cols: usize,
+    },
+}
+
+impl<'a> Linear<'a> {
+    /// A linear layer over raw bytes: packed when `pack` and the type allows, else generic.
+    pub fn new(
+        ty: GgmlType,
+        data: &'a [u8],
+        rows: usize,
+        cols: usize,
+        pack: bool,
+    ) -> Result<Self, String> {
+        if pack && packable(ty) && cols % 32 == 0 {
+            return PackedMatrix::pack(ty, data, rows, cols)
+                .map(Linear::Packed)
+                .map_err(|e| e.to_string());
+        }
+        if act_format(ty).is_none() {
+            return Err(format!("no matmul for weights of type {ty}"));
+        }
+        Ok(Linear::Generic {
+            ty,
+            data,
+            rows,
+            cols,
+        })
+    }
+
+    /// Output rows (for a gate/up pair: gate rows).
+    pub fn rows(&self) -> usize {
+        match self {
+            Linear::Packed(p) => p.rows,
+            Linear::Generic { rows, .. } => *rows,
+        }
+    }
+
+    pub fn cols(&self) -> usize {
+        match self {
+            Linear::Packed(p) => p.cols,
+            Linear::Generic { cols, .. } => *cols,
+        }
+    }
+
+    pub fn is_packed(&self) -> bool {
+        matches!(self, Linear::Packed(_))
+    }
+
+    fn needs(&self, tokens: usize) -> Needs {
+        let mut n = Needs::default();
+        match self {
+            Linear::Packed(_) => n.packed = true,
+            Linear::Generic { ty, .. } if tokens == 1 => match act_format(*ty).unwrap() {
+                ActFormat::F32 => {}
+                ActFormat::Q8_0 => n.q8_0 = true,
+                ActFormat::Q8_1 => n.q8_1 = true,
+                ActFormat::Q8K => n.q8_k = true,
+            },
+            Linear::Generic { .. } => {}
+        }
+        n
+    }
+
+    /// `out[t·rows + r]` for every token of `inp` (`out.len() == tokens · rows`), split
+    /// across the pool: by output panels/rows for one token, by tokens for a batch.
+    pub fn forward(&self, pool: &ThreadPool, inp: &Input, out: &mut [f32], isa: Isa) {
+        let rows = self.rows();
+        let t = inp.tokens;
+        assert_eq!(out.len(), t * rows, "linear output size");
+        assert_eq!(inp.cols, self.cols(), "linear input width");
+        let n = pool.threads();
+        if t == 1 {
+            match self {
+                Linear::Packed(w) => {
+                    let ranges = w.split_panels(n);
+                    let outs: Vec<Mutex<&mut [f32]>> = w
+                        .split_out(out, &ranges)
+                        .into_iter()
+                        .map(Mutex::new)
+                        .collect();
+                    pool.run(|i| {
+                        let mut o = outs[i].lock().unwrap();
+                        let act = &inp.packed;
+                        if matches!(w.kind, Kind::SwiGlu) {
+                            matmul::gemv_swiglu(w, act, &mut o, ranges[i].clone(), isa);
+                        } else {
+                            matmul::gemv(w, act, &mut o, ranges[i].clone(), isa);
+                        }
+                    });
+                }
+                Linear::Generic { .. } => {
+                    let mut parts = Vec::with_capacity(n);
+                    let mut rest = &mut *out;
+                    for i in 0..n {
+                        let r = ThreadPool::split(rows, n, i);
+                        let (a, b) = std::mem::take(&mut rest).split_at_mut(r.len());
+                        parts.push((r, Mutex::new(a)));
+                        rest = b;
+                    }
+                    pool.run(|i| {
+                        let (r, o) = &parts[i];
+                        let mut o = o.lock().unwrap();
+                        self.gemv_rows(inp, r.clone(), &mut o);
+                    });
+                }
+            }
+        } else {
+            let mut parts = Vec::with_capacity(n);
+            let mut rest = &mut *out;
+            for i in 0..n {
+                let r = ThreadPool::split(t, n, i);
+                let (a, b) = std::mem::take(&mut rest).split_at_mut(r.len() * rows);
+                parts.push((r, Mutex::new(a)));
+                rest = b;
+            }
+            pool.run(|i| {
+                let (r, o) = &parts[i];
+                if r.is_empty() {
+                    return;
+                }
+                let mut o = o.lock().unwrap();
+                match self {
+                    Linear::Packed(w) => {
+                        matmul::gemm_tokens(
+                            w,
+                            &inp.packed,
+                            r.clone(),
+                            &mut o,
+                            rows,
+                            0..w.panels(),
+                            isa,
+                        );
+                    }
+                    Linear::Generic { .. } => self.gemm_rows_f32(inp, r.clone(), &mut o),
+                }
+            });
+        }
+    }
+
+    /// One token, output rows `r` (generic only).
+    fn gemv_rows(&self, inp: &Input, r: Range<usize>, out: &mut [f32]) {
+        let Linear::Generic { ty, data, cols, .. } = self else {
+            unreachable!()
+        };
+        let rb = ty.row_bytes(*cols as u64).unwrap() as usize;
+        let mut tmp = Vec::new();
+        for (o, row) in out.iter_mut().zip(r) {
+            let w = &data[row * rb..(row + 1) * rb];
+            *o = dot_row(*ty, w, inp, &mut tmp);
+        }
+    }
+
+    /// Tokens `toks` (generic only): each weight row dequantized once, then f32 dots.
+    fn gemm_rows_f32(&self, inp: &Input, toks: Range<usize>, out: &mut [f32]) {
+        let Linear::Generic {
+            ty,
+            data,
+            rows,
+            cols,
+        } = self
+        else {
+            unreachable!()
+        };
+        let rb = ty.row_bytes(*cols as u64).unwrap() as usize;
+        let mut wrow = vec![0f32; *cols];
+        for r in 0..*rows {
+            formats::dequantize(*ty, &data[r * rb..(r + 1) * rb], &mut wrow).unwrap();
+            for (j, t) in toks.clone().enumerate() {
+                out[j * rows + r] = dot_f32(&wrow, inp.row(t));
+            }
+        }
+    }
+}
+
+/// `bytes` viewed as blocks, copied only when misaligned.
+fn blocks<'b, B: bytemuck::Pod>(bytes: &'b [u8], tmp: &'b mut Vec<B>) -> &'b [B] {
+    match bytemuck::try_cast_slice::<u8, B>(bytes) {
+        Ok(b) => b,
+        Err(_) => {
+            tmp.clear();
+            tmp.extend(
+                bytes
+                    .chunks_exact(std::mem::size_of::<B>())
+                    .map(bytemuck::pod_read_unaligned::<B>),
+            );
+            tmp
+        }
+    }
+}
+
+fn dot_row(ty: GgmlType, w: &[u8], inp: &Input, tmp: &mut Vec<f32>) -> f32 {
+    use formats::*;
+    use GgmlType as T;
+    macro_rules! q {
+        ($m:ident, $act:expr) => {{
+            let mut t = Vec::new();
+            $m::vec_dot(blocks(w, &mut t), $act)
+        }};
+    }
+    match ty {
+        T::Q4_0 => q!(q4_0, &inp.q8_0),
+        T::Q5_0 => q!(q5_0, &inp.q8_0),
+        T::Q8_0 => q!(q8_0, &inp.q8_0),
+        T::IQ4_NL => q!(iq4_nl, &inp.q8_0),
+        T::Q4_1 => q!(q4_1, &inp.q8_1),
+        T::Q5_1 => q!(q5_1, &inp.q8_1),
+        T::Q2_K => q!(q2_k, &inp.q8_k),
+        T::Q3_K => q!(q3_k, &inp.q8_k),
+        T::Q4_K => q!(q4_k, &inp.q8_k),
+        T::Q5_K => q!(q5_k, &inp.q8_k),
+        T::Q6_K => q!(q6_k, &inp.q8_k),
+        T::IQ4_XS => q!(iq4_xs, &inp.q8_k),
+        _ => {
+            tmp.resize(inp.cols, 0.0);
+            formats::dequantize(ty, w, tmp).unwrap();
+            dot_f32(tmp, inp.row(0))
+        }
+    }
+}
+
+/// f32 dot product with 16 independent partial sums (vectorizes without fast-math).
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+#[derive(Clone, Copy, Default, Debug)]
+struct Needs {
+    packed: bool,
+    q8_0: bool,
+    q8_1: bool,
+    q8_k: bool,
+}
+
+/// One layer input (`tokens` rows of `cols`), with the quantized forms its matrices need.
+#[derive(Default)]
+pub struct Input {
+    pub tokens: usize,
+    pub cols: usize,
+    pub x: Vec<f32>,
+    packed: QuantizedActivation,
+    q8_0: Vec<BlockQ8_0>,
+    q8_1: Vec<BlockQ8_1>,
+    q8_k: Vec<BlockQ8K>,
+}
+
+impl Input {
+    /// Takes `x` (`tokens × cols`) and quantizes it for every matrix in `users`.
+    pub fn set(&mut self, x: &[f32], tokens: usize, users: &[&Linear]) {
+        self.tokens = tokens;
+        self.cols = x.len() / tokens;
+        self.x.clear();
+        self.x.extend_from_slice(x);
+        let mut n = Needs::default();
+        for u in users {
+            let m = u.needs(tokens);
+            n.packed |= m.packed;
+            n.q8_0 |= m.q8_0;
+            n.q8_1 |= m.q8_1;
+            n.q8_k |= m.q8_k;
+        }
+        if n.packed {
+            self.packed.requantize(x, tokens);
+        }
+        // The generic vec_dot path is used for one token only.
+        if n.q8_0 {
+            self.q8_0
+                .resize(self.cols / 32, bytemuck::Zeroable::zeroed());
+            formats::q8_0::quantize_row(&x[..self.cols], &mut self.q8_0);
+        }
+        if n.q8_1 {
+            self.q8_1
+                .resize(self.cols / 32, bytemuck::Zeroable::zeroed());
+            formats::q8_1::quantize_row(&x[..self.cols], &mut self.q8_1);
+        }
+        if n.q8_k {
+            self.q8_k
+                .resize(self.cols / 256, bytemuck::Zeroable::zeroed());
+            formats::q8_k::quantize_row(&x[..self.cols], &mut self.q8_k);
+        }
+    }
+
+    pub fn row(&self, t: usize) -> &[f32] {
+        &self.x[t * self.cols..(t + 1) * self.cols]
+    }
+}

@@ -1,0 +1,319 @@
+//! The model's tensors: every one is looked up and shape-checked ([`validate`]) before
+//! any is packed, so a bad file fails fast with the tensor's name. Matrices become
+//! [`Linear`]s (packed, or zero-copy generic); norms and biases are small f32 copies.
+
+use pocket_kernels::formats;
+use pocket_kernels::matmul::PackedMatrix;
+use pocket_kernels::GgmlType;
+
+use crate::config::{Config, FfnAct};
+use crate::gguf::Gguf;
+use crate::linear::{packable, Linear};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WeightError {
+    #[error("tensor {0} is missing")]
+    Missing(String),
+    #[error("tensor {name} has shape {got:?}, expected {expected:?}")]
+    Shape {
+        name: String,
+        expected: Vec<u64>,
+        got: Vec<u64>,
+    },
+    #[error("tensor {name}: {why}")]
+    Bad { name: String, why: String },
+}
+
+/// The Q/K/V projections: one fused packed matrix, or three.
+pub enum Qkv<'a> {
+    /// `Linear::Packed` with parts `[q_dim, kv_dim, kv_dim]`.
+    Fused(Linear<'a>),
+    Split {
+        q: Linear<'a>,
+        k: Linear<'a>,
+        v: Linear<'a>,
+    },
+}
+
+/// Gate and up projections.
+pub enum GateUp<'a> {
+    /// Packed gate/up pair whose kernel writes `silu(gate)·up` directly.
+    SwiGlu(Linear<'a>),
+    /// Gate rows then up rows in one packed matrix (`2·n_ff` outputs).
+    Stacked(Linear<'a>),
+    Split {
+        gate: Linear<'a>,
+        up: Linear<'a>,
+    },
+}
+
+pub struct Layer<'a> {
+    pub attn_norm: Vec<f32>,
+    pub qkv: Qkv<'a>,
+    pub bias: Option<[Vec<f32>; 3]>,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    pub wo: Linear<'a>,
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub gate_up: GateUp<'a>,
+    pub down: Linear<'a>,
+    pub post_ffw_norm: Option<Vec<f32>>,
+}
+
+pub struct Weights<'a> {
+    /// Token embeddings, raw (rows dequantized on lookup).
+    pub tok_embd: (GgmlType, &'a [u8]),
+    pub output_norm: Vec<f32>,
+    /// The LM head (the token embedding when the file has no `output.weight`).
+    pub output: Linear<'a>,
+    pub tied: bool,
+    pub layers: Vec<Layer<'a>>,
+}
+
+/// Options for loading.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    /// Repack Q4_0/Q4_1/Q8_0 matrices for the SIMD kernels (else every matrix is generic).
+    pub pack: bool,
+    /// Fuse Q/K/V and gate/up when packed.
+    pub fuse: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            pack: true,
+            fuse: true,
+        }
+    }
+}
+
+/// Every tensor the config calls for: (name, ggml dims innermost first, required).
+pub fn tensor_specs(c: &Config) -> Vec<(String, Vec<u64>, bool)> {
+    let (e, q, kv, ff, hd, v) = (
+        c.n_embd as u64,
+        c.q_dim() as u64,
+        c.kv_dim() as u64,
+        c.n_ff as u64,
+        c.head_dim as u64,
+        c.n_vocab as u64,
+    );
+    let mut s = vec![
+        ("token_embd.weight".to_string(), vec![e, v], true),
+        ("output_norm.weight".to_string(), vec![e], true),
+        ("output.weight".to_string(), vec![e, v], false),
+    ];
+    for l in 0..c.n_layer {
+        let n = |t: &str| format!("blk.{l}.{t}");
+        s.push((n("attn_norm.weight"), vec![e], true));
+        s.push((n("attn_q.weight"), vec![e, q], true));
+        s.push((n("attn_k.weight"), vec![e, kv], true));
+        s.push((n("attn_v.weight"), vec![e, kv], true));
+        if c.qkv_bias {
+            s.push((n("attn_q.bias"), vec![q], true));
+            s.push((n("attn_k.bias"), vec![kv], true));
+            s.push((n("attn_v.bias"), vec![kv], true));
+        }
+        if c.qk_norm {
+            s.push((n("attn_q_norm.weight"), vec![hd], true));
+            s.push((n("attn_k_norm.weight"), vec![hd], true));
+        }
+        s.push((n("attn_output.weight"), vec![q, e], true));
+        if c.post_norms {
+            s.push((n("post_attention_norm.weight"), vec![e], true));
+            s.push((n("post_ffw_norm.weight"), vec![e], true));
+        }
+        s.push((n("ffn_norm.weight"), vec![e], true));
+        s.push((n("ffn_gate.weight"), vec![e, ff], true));
+        s.push((n("ffn_up.weight"), vec![e, ff], true));
+        s.push((n("ffn_down.weight"), vec![ff, e], true));
+    }
+    s
+}
+
+/// Checks presence, shape and that the type has a matmul/dequantize path, for every
+/// tensor, before any work.
+pub fn validate<B: AsRef<[u8]>>(g: &Gguf<B>, c: &Config) -> Result<(), WeightError> {
+    for (name, dims, required) in tensor_specs(c) {
+        let Some(info) = g.tensor_info(&name) else {
+            if required {
+                return Err(WeightError::Missing(name));
+            }
+            continue;
+        };
+        if info.dims != dims {
+            return Err(WeightError::Shape {
+                name,
+                expected: dims,
+                got: info.dims.clone(),
+            });
+        }
+        let is_matrix = dims.len() == 2;
+        let ok = if is_matrix {
+            crate::linear::act_format(info.ggml_type).is_some()
+        } else {
+            let mut probe = vec![0f32; info.ggml_type.block_size()];
+            let unit = info.ggml_type.type_size();
+            formats::dequantize(info.ggml_type, &vec![0u8; unit], &mut probe).is_ok()
+        };
+        if !ok {
+            return Err(WeightError::Bad {
+                name,
+                why: format!("type {} is not supported", info.ggml_type),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn vector<B: AsRef<[u8]>>(g: &Gguf<B>, name: &str) -> Result<Vec<f32>, WeightError> {
+    let (info, bytes) = g
+        .tensor(name)
+        .map_err(|_| WeightError::Missing(name.to_string()))?;
+    let mut v = vec![0f32; info.n_elements() as usize];
+    formats::dequantize(info.ggml_type, bytes, &mut v).map_err(|e| WeightError::Bad {
+        name: name.to_string(),
+        why: e.to_string(),
+    })?;
+    Ok(v)
+}
+
+fn matrix<'a, B: AsRef<[u8]>>(
+    g: &'a Gguf<B>,
+    name: &str,
+    pack: bool,
+) -> Result<Linear<'a>, WeightError> {
+    let (info, bytes) = g
+        .tensor(name)
+        .map_err(|_| WeightError::Missing(name.to_string()))?;
+    let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
+    Linear::new(info.ggml_type, bytes, rows, cols, pack).map_err(|why| WeightError::Bad {
+        name: name.to_string(),
+        why,
+    })
+}
+
+fn raw<'a, B: AsRef<[u8]>>(g: &'a Gguf<B>, name: &str) -> (GgmlType, &'a [u8]) {
+    let (info, bytes) = g.tensor(name).expect("validated");
+    (info.ggml_type, bytes)
+}
+
+fn pack_err(name: String) -> impl FnOnce(pocket_kernels::matmul::PackError) -> WeightError {
+    move |e| WeightError::Bad {
+        name,
+        why: e.to_string(),
+    }
+}
+
+impl<'a> Weights<'a> {
+    pub fn load<B: AsRef<[u8]>>(
+        g: &'a Gguf<B>,
+        c: &Config,
+        o: LoadOptions,
+    ) -> Result<Weights<'a>, WeightError> {
+        validate(g, c)?;
+        let tok_embd = raw(g, "token_embd.weight");
+        let tied = g.tensor_info("output.weight").is_none();
+        let head = if tied {
+            "token_embd.weight"
+        } else {
+            "output.weight"
+        };
+        let output = matrix(g, head, o.pack)?;
+        let mut layers = Vec::with_capacity(c.n_layer);
+        for l in 0..c.n_layer {
+            let n = |t: &str| format!("blk.{l}.{t}");
+            let (tq, bq) = raw(g, &n("attn_q.weight"));
+            let (tk, bk) = raw(g, &n("attn_k.weight"));
+            let (tv, bv) = raw(g, &n("attn_v.weight"));
+            let qkv = if o.pack && o.fuse && packable(tq) && tq == tk && tk == tv {
+                Qkv::Fused(Linear::Packed(
+                    PackedMatrix::pack_stacked(
+                        tq,
+                        &[(bq, c.q_dim()), (bk, c.kv_dim()), (bv, c.kv_dim())],
+                        c.n_embd,
+                    )
+                    .map_err(pack_err(n("attn_q.weight")))?,
+                ))
+            } else {
+                Qkv::Split {
+                    q: matrix(g, &n("attn_q.weight"), o.pack)?,
+                    k: matrix(g, &n("attn_k.weight"), o.pack)?,
+                    v: matrix(g, &n("attn_v.weight"), o.pack)?,
+                }
+            };
+            let (tg, bg) = raw(g, &n("ffn_gate.weight"));
+            let (tu, bu) = raw(g, &n("ffn_up.weight"));
+            let fusable = o.pack && o.fuse && packable(tg) && tg == tu;
+            let gate_up = if fusable && c.ffn_act == FfnAct::Silu {
+                GateUp::SwiGlu(Linear::Packed(
+                    PackedMatrix::pack_swiglu(tg, bg, bu, c.n_ff, c.n_embd)
+                        .map_err(pack_err(n("ffn_gate.weight")))?,
+                ))
+            } else if fusable {
+                GateUp::Stacked(Linear::Packed(
+                    PackedMatrix::pack_stacked(tg, &[(bg, c.n_ff), (bu, c.n_ff)], c.n_embd)
+                        .map_err(pack_err(n("ffn_gate.weight")))?,
+                ))
+            } else {
+                GateUp::Split {
+                    gate: matrix(g, &n("ffn_gate.weight"), o.pack)?,
+                    up: matrix(g, &n("ffn_up.weight"), o.pack)?,
+                }
+            };
+            let opt = |t: &str, on: bool| -> Result<Option<Vec<f32>>, WeightError> {
+                on.then(|| vector(g, &n(t))).transpose()
+            };
+            layers.push(Layer {
+                attn_norm: vector(g, &n("attn_norm.weight"))?,
+                qkv,
+                bias: if c.qkv_bias {
+                    Some([
+                        vector(g, &n("attn_q.bias"))?,
+                        vector(g, &n("attn_k.bias"))?,
+                        vector(g, &n("attn_v.bias"))?,
+                    ])
+                } else {
+                    None
+                },
+                q_norm: opt("attn_q_norm.weight", c.qk_norm)?,
+                k_norm: opt("attn_k_norm.weight", c.qk_norm)?,
+                wo: matrix(g, &n("attn_output.weight"), o.pack)?,
+                post_attn_norm: opt("post_attention_norm.weight", c.post_norms)?,
+                ffn_norm: vector(g, &n("ffn_norm.weight"))?,
+                gate_up,
+                down: matrix(g, &n("ffn_down.weight"), o.pack)?,
+                post_ffw_norm: opt("post_ffw_norm.weight", c.post_norms)?,
+            });
+        }
+        Ok(Weights {
+            tok_embd,
+            output_norm: vector(g, "output_norm.weight")?,
+            output,
+            tied,
+            layers,
+        })
+    }
+
+    /// Bytes of repacked (copied) weights.
+    pub fn packed_bytes(&self) -> usize {
+        let lin = |l: &Linear| match l {
+            Linear::Packed(p) => p.bytes(),
+            _ => 0,
+        };
+        let mut s = lin(&self.output);
+        for l in &self.layers {
+            s += match &l.qkv {
+                Qkv::Fused(x) => lin(x),
+                Qkv::Split { q, k, v } => lin(q) + lin(k) + lin(v),
+            };
+            s += match &l.gate_up {
+                GateUp::SwiGlu(x) | GateUp::Stacked(x) => lin(x),
+                GateUp::Split { gate, up } => lin(gate) + lin(up),
+            };
+            s += lin(&l.wo) + lin(&l.down);
+        }
+        s
+    }
+}
