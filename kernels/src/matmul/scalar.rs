@@ -106,7 +106,7 @@ fn hi_codes(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
     c
 }
 
-/// Q4_K row `i`: per super-block `d·Σ_s da_s·(sc_s·Σqa) − dmin·Σ_s m_s·(da_s·Σa)`.
+/// Q4_K row `i`: per sub-block `(d·da)·(sc·Σqa) − (dmin·m)·(da·Σa)`.
 fn q4_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
     let (a, ad, ads) = (act.row_qs(t), act.row_d(t), act.row_ds(t));
     let spg = Layout::Q4_K.scales_per_group();
@@ -114,15 +114,14 @@ fn q4_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) 
     for g in 0..act.blocks() / 8 {
         let grp = &s[g * spg..(g + 1) * spg];
         let bytes: &[u8] = bytemuck::cast_slice(grp);
-        let (mut accs, mut accm) = (0f32, 0f32);
+        let (d, dmin) = (h(grp[i]), h(grp[8 + i]));
         for j in 0..8 {
             let b = 8 * g + j;
             let isum = q4_block_dot(&q[b * 128..], i, &a[b * QK..]) * bytes[32 + 8 * j + i] as i32;
-            accs = ad[b].mul_add(isum as f32, accs);
-            accm = (bytes[96 + 8 * j + i] as f32).mul_add(ads[b], accm);
+            let dm = dmin * bytes[96 + 8 * j + i] as f32;
+            acc = (d * ad[b]).mul_add(isum as f32, acc);
+            acc = (-dm).mul_add(ads[b], acc);
         }
-        acc = h(grp[i]).mul_add(accs, acc);
-        acc = (-h(grp[8 + i])).mul_add(accm, acc);
     }
     acc
 }

@@ -83,37 +83,40 @@ pub unsafe fn tile<const N: usize>(
                 )
             };
             let mut i32s = [_mm256_setzero_si256(); N];
-            let mut plo = [_mm256_setzero_si256(); N];
-            let mut phi = [_mm256_setzero_si256(); N];
-            for v in 0..4 {
-                // SAFETY: in bounds of block b's record.
-                let x = unsafe { _mm256_loadu_si256(qp.add(32 * v) as *const __m256i) };
-                let lo = _mm256_or_si256(
-                    _mm256_and_si256(x, m4),
-                    _mm256_and_si256(plane_bits(hl, v), m30),
-                );
-                let hi = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
-                    _mm256_and_si256(plane_bits(hh, v), m30),
-                );
+            for pair in 0..2 {
+                // Decode vectors v = 2·pair, 2·pair+1 (shared by the N tokens).
+                let mut lo = [_mm256_setzero_si256(); 2];
+                let mut hi = [_mm256_setzero_si256(); 2];
+                for u in 0..2 {
+                    let v = 2 * pair + u;
+                    // SAFETY: in bounds of block b's record.
+                    let x = unsafe { _mm256_loadu_si256(qp.add(32 * v) as *const __m256i) };
+                    lo[u] = _mm256_or_si256(
+                        _mm256_and_si256(x, m4),
+                        _mm256_and_si256(plane_bits(hl, v), m30),
+                    );
+                    hi[u] = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4),
+                        _mm256_and_si256(plane_bits(hh, v), m30),
+                    );
+                }
                 for t in 0..N {
                     // SAFETY: within the 32-byte activation block b of row t0+t.
-                    let (alo, ahi) = unsafe {
-                        (
-                            (ap[t].add(4 * v) as *const i32).read_unaligned(),
-                            (ap[t].add(16 + 4 * v) as *const i32).read_unaligned(),
-                        )
+                    let a = |o: usize| unsafe {
+                        _mm256_set1_epi32((ap[t].add(o) as *const i32).read_unaligned())
                     };
-                    let pl = _mm256_maddubs_epi16(lo, _mm256_set1_epi32(alo));
-                    let ph = _mm256_maddubs_epi16(hi, _mm256_set1_epi32(ahi));
-                    if v % 2 == 0 {
-                        plo[t] = pl;
-                        phi[t] = ph;
-                    } else {
-                        let l = _mm256_madd_epi16(_mm256_add_epi16(plo[t], pl), sclo);
-                        let h = _mm256_madd_epi16(_mm256_add_epi16(phi[t], ph), schi);
-                        i32s[t] = _mm256_add_epi32(i32s[t], _mm256_add_epi32(l, h));
-                    }
+                    let v = 2 * pair;
+                    let pl = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(lo[0], a(4 * v)),
+                        _mm256_maddubs_epi16(lo[1], a(4 * v + 4)),
+                    );
+                    let ph = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(hi[0], a(16 + 4 * v)),
+                        _mm256_maddubs_epi16(hi[1], a(20 + 4 * v)),
+                    );
+                    let l = _mm256_madd_epi16(pl, sclo);
+                    let h = _mm256_madd_epi16(ph, schi);
+                    i32s[t] = _mm256_add_epi32(i32s[t], _mm256_add_epi32(l, h));
                 }
             }
             for t in 0..N {
