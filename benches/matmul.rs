@@ -6,7 +6,8 @@
 //! * `gemv/{rows}x{cols}/{format}/{isa}`: one token, one thread, every format on every
 //!   `Isa::available()`. Throughput = bytes of packed weights read (codes + scales), so
 //!   criterion prints GB/s (strictly GiB/s: it divides by 2^30).
-//! * `gemv_2t/...`: the same split over 2 threads (scoped threads, one spawn per pass).
+//! * `gemv_2t/...`: the same split over 2 threads (scoped threads, one spawn per pass), on
+//!   the two DRAM-sized shapes.
 //! * `gemm/{rows}x{cols}x512/{format}/{isa}`: 512 tokens. Throughput =
 //!   `Elements(2·rows·cols·tokens)`: **elements = operations**, so "Gelem/s" reads GOP/s.
 //!   The scalar reference only runs the smallest shape (it is ~100x slower).
@@ -15,7 +16,8 @@
 //! Shapes are MNN-Pocket's (Qwen2.5-0.5B: hidden 896, FFN 4864 split as 2560-wide parts in
 //! its export, vocab rows in 64K chunks). K-quants need rows that are a multiple of 256
 //! elements, so Q4_K / Q6_K only run the 2560-column shape (the 896-column ones are why
-//! llama.cpp's Q4_K_M falls back to Q5_0 / Q8_0 there).
+//! llama.cpp's Q4_K_M falls back to Q5_0 / Q8_0 there); gemv also runs 65536x2560, a
+//! DRAM-sized matrix every format can take.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pocket_kernels::matmul::{gemm, gemv, PackOptions, PackedMatrix, QuantizedActivation};
@@ -30,6 +32,10 @@ const SHAPES: [(usize, usize); 5] = [
     (896, 2560),
     (65536, 896),
 ];
+/// gemv only: a DRAM-sized matrix whose rows are a multiple of 256, so the K-quants have
+/// a memory-bound figure too (94-178 MB packed, 3-6x the 32 MiB L3; not an MNN-Pocket
+/// shape).
+const GEMV_EXTRA: (usize, usize) = (65536, 2560);
 const TOKENS: usize = 512;
 
 /// (name, type, Q4_1 64-groups share (d, m)).
@@ -109,7 +115,7 @@ fn bench_gemv(c: &mut Criterion) {
     g.sample_size(10)
         .measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_millis(500));
-    for (rows, cols) in SHAPES {
+    for (rows, cols) in SHAPES.into_iter().chain([GEMV_EXTRA]) {
         let act = activation(1, cols);
         for (name, ty, share) in FORMATS {
             if !valid(ty, cols) {
@@ -128,18 +134,20 @@ fn bench_gemv(c: &mut Criterion) {
     }
     g.finish();
 
-    // Two threads on the largest shape (a decode pool's split; spawn cost included).
+    // Two threads on the DRAM-sized shapes (a decode pool's split; spawn cost included).
     let mut g = c.benchmark_group("gemv_2t");
     g.sample_size(10)
         .measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_millis(500));
-    let (rows, cols) = (65536, 896);
-    let act = activation(1, cols);
     let isa = Isa::detect();
-    for (name, ty, share) in FORMATS {
+    for ((rows, cols), (name, ty, share)) in [(65536, 896), GEMV_EXTRA]
+        .into_iter()
+        .flat_map(|s| FORMATS.map(|f| (s, f)))
+    {
         if !valid(ty, cols) {
             continue;
         }
+        let act = activation(1, cols);
         let w = pack(ty, share, rows, cols);
         let mut out = vec![0f32; rows];
         let ranges = w.split_panels(2);
@@ -187,8 +195,8 @@ fn bench_gemm(c: &mut Criterion) {
     g.finish();
 }
 
-/// Sums a buffer with AVX2 loads (4 independent accumulators), returning a value so the
-/// loads cannot be elided.
+/// Sums a buffer with AVX2 loads (4 independent accumulators) and the gemv kernels'
+/// software prefetch, returning a value so the loads cannot be elided.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn read_avx2(buf: &[u8]) -> u64 {
@@ -197,6 +205,10 @@ unsafe fn read_avx2(buf: &[u8]) -> u64 {
     let p = buf.as_ptr();
     let mut a = [_mm256_setzero_si256(); 4];
     for i in 0..n {
+        // The same software prefetch distance as the gemv kernels (a hint; past the end
+        // is harmless).
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i * 128 + 2048) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i * 128 + 2048 + 64) as *const i8);
         for (k, acc) in a.iter_mut().enumerate() {
             // SAFETY: i < n = len / 128, so bytes i·128 + 32k .. +32 are within `buf`.
             let x = unsafe { _mm256_loadu_si256(p.add(i * 128 + 32 * k) as *const __m256i) };

@@ -94,6 +94,11 @@ fn run(
     swiglu: bool,
 ) {
     check(w, act, &tokens, out.len(), ld, &panels, swiglu);
+    // Q4_K / Q6_K / Q5_0 have x86 kernels only so far: the scalar path elsewhere.
+    #[cfg(not(target_arch = "x86_64"))]
+    if matches!(w.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
+        return scalar::gemm(w, act, tokens, out, ld, panels, swiglu);
+    }
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => crate::arch::x86::gemm_checked(w, act, tokens, out, ld, panels, swiglu),
