@@ -1,6 +1,6 @@
 //! Quantized matrix-vector (decode) and matrix-matrix (prefill) products on repacked
 //! weights: Q4_0, Q4_1 (and its merged 64-group form), Q8_0 weights times q8_0-style int8
-//! activations.
+//! activations; Q4_K, Q6_K and Q5_0 (scales decoded at pack time) with the same activations.
 //!
 //! * [`PackedMatrix::pack`] repacks raw GGUF bytes once, at load, into panels of 8
 //!   interleaved rows ([`packed`] documents the layout); [`PackedMatrix::pack_stacked`]

@@ -17,6 +17,10 @@
 //! which both 32-blocks of every 64-group share `(d, m)` (MNN-Pocket's export): one
 //! `[d; 8] ++ [m; 8]` per (panel, 64-group), i.e. 4.5 instead of 5.0 bits per weight.
 //!
+//! Q4_K, Q6_K and Q5_0 ([`Layout::Q4_K`], [`Layout::Q6_K`], [`Layout::Q5_0`]) reuse the
+//! Q4 nibble records plus bit planes, with sub-block scales decoded at pack time: see
+//! `packed_k.rs`.
+//!
 //! The last panel is padded with zero rows (zero scales, zero codes): their outputs are 0
 //! and are never written. The quant stream starts 64-byte aligned and every (panel, block)
 //! record is a multiple of 32 bytes, so vector loads never split a cache line.
