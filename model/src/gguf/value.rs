@@ -212,9 +212,7 @@ impl fmt::Display for Value<'_> {
                     match &v {
                         // Nested arrays are only named: printing 8 of 8 of 8... would be
                         // exponential in the nesting depth.
-                        Value::Array(inner) => {
-                            write!(f, "[{}; {}]", inner.elem_type().name(), inner.len())?
-                        }
+                        Value::Array(inner) => write!(f, "[{}; {}]", inner.elem_type().name(), inner.len())?,
                         _ => write!(f, "{v}")?,
                     }
                 }
