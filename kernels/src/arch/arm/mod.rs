@@ -373,6 +373,11 @@ unsafe fn tile<C: Core, const N: usize>(
         Layout::Q4_1 => q4_1::tile::<C, N>(q, s, act, t),
         Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, act, t),
         Layout::Q8_0 => q8_0::tile::<C, N>(q, s, act, t),
+        // No ARM kernels for these yet: `matmul::run` sends them to the scalar path before
+        // any ARM kernel is entered.
+        Layout::Q4_K | Layout::Q6_K | Layout::Q5_0 => {
+            unreachable!("{:?} has no ARM kernel; matmul::run routes it to scalar", w.layout)
+        }
     }
 }
 
