@@ -376,7 +376,10 @@ unsafe fn tile<C: Core, const N: usize>(
         // No ARM kernels for these yet: `matmul::run` sends them to the scalar path before
         // any ARM kernel is entered.
         Layout::Q4_K | Layout::Q6_K | Layout::Q5_0 => {
-            unreachable!("{:?} has no ARM kernel; matmul::run routes it to scalar", w.layout)
+            unreachable!(
+                "{:?} has no ARM kernel; matmul::run routes it to scalar",
+                w.layout
+            )
         }
     }
 }
