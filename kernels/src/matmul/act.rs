@@ -68,6 +68,37 @@ impl QuantizedActivation {
         self.ds.resize(nb, 0.0);
         self.sum8.resize(nb, 0);
         self.sum16.resize(nb, 0);
+        if !self.quantize_simd(x, isa) {
+            for (b, (xb, qb)) in x
+                .chunks_exact(QK)
+                .zip(self.qs.chunks_exact_mut(QK))
+                .enumerate()
+            {
+                let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let d = amax / 127.0;
+                let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+                let mut s = 0i32;
+                for (q, &v) in qb.iter_mut().zip(xb) {
+                    // Round half to even (as `vroundps`); |v·id| <= 127 up to rounding; NaN -> 0.
+                    let r = (v * id).round_ties_even().clamp(-127.0, 127.0) as i8;
+                    *q = r;
+                    s += r as i32;
+                }
+                self.d[b] = d;
+                self.sum[b] = s;
+                self.ds[b] = d * s as f32;
+            }
+        }
+        // Sums derived from the codes, in one place for every path (an ISA path that
+        // forgot one once broke Q6_K on ARM only).
+        for (s8, s) in self.sum8.iter_mut().zip(&self.sum) {
+            *s8 = 8 * s;
+        }
+        self.fill_sum16();
+    }
+
+    /// Fills `qs`, `d`, `sum` and `ds` with the ISA's kernel; false when there is none.
+    fn quantize_simd(&mut self, x: &[f32], isa: Isa) -> bool {
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx2 && Isa::Avx2.is_available() {
             crate::arch::x86::act::quantize_checked(
@@ -77,11 +108,7 @@ impl QuantizedActivation {
                 &mut self.sum,
                 &mut self.ds,
             );
-            for (s8, s) in self.sum8.iter_mut().zip(&self.sum) {
-                *s8 = 8 * s;
-            }
-            self.fill_sum16();
-            return;
+            return true;
         }
         #[cfg(target_arch = "aarch64")]
         if matches!(isa, Isa::Neon | Isa::Dotprod | Isa::I8mm) && isa.is_available() {
@@ -92,33 +119,10 @@ impl QuantizedActivation {
                 &mut self.sum,
                 &mut self.ds,
             );
-            for (s8, s) in self.sum8.iter_mut().zip(&self.sum) {
-                *s8 = 8 * s;
-            }
-            return;
+            return true;
         }
-        let _ = isa;
-        for (b, (xb, qb)) in x
-            .chunks_exact(QK)
-            .zip(self.qs.chunks_exact_mut(QK))
-            .enumerate()
-        {
-            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-            let mut s = 0i32;
-            for (q, &v) in qb.iter_mut().zip(xb) {
-                // Round half to even (as `vroundps`); |v·id| <= 127 up to rounding; NaN -> 0.
-                let r = (v * id).round_ties_even().clamp(-127.0, 127.0) as i8;
-                *q = r;
-                s += r as i32;
-            }
-            self.d[b] = d;
-            self.sum[b] = s;
-            self.ds[b] = d * s as f32;
-            self.sum8[b] = 8 * s;
-        }
-        self.fill_sum16();
+        let _ = (x, isa);
+        false
     }
 
     fn fill_sum16(&mut self) {
