@@ -23,6 +23,9 @@ pub struct QuantizedActivation {
     ds: Vec<f32>,
     /// `rows x cols/32` values `8·Σq` (Q4_0's offset, ready to broadcast from memory).
     sum8: Vec<i32>,
+    /// `rows x cols/32` pairs of half-block code sums, `(Σq[0..16] as i16) | (Σq[16..32]
+    /// as i16) << 16` (Q6_K's `-32` offset under its per-16 scales; `|Σ| <= 2032`).
+    sum16: Vec<i32>,
 }
 
 impl QuantizedActivation {
@@ -64,6 +67,7 @@ impl QuantizedActivation {
         self.sum.resize(nb, 0);
         self.ds.resize(nb, 0.0);
         self.sum8.resize(nb, 0);
+        self.sum16.resize(nb, 0);
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx2 && Isa::Avx2.is_available() {
             crate::arch::x86::act::quantize_checked(
@@ -76,6 +80,7 @@ impl QuantizedActivation {
             for (s8, s) in self.sum8.iter_mut().zip(&self.sum) {
                 *s8 = 8 * s;
             }
+            self.fill_sum16();
             return;
         }
         #[cfg(target_arch = "aarch64")]
@@ -113,6 +118,15 @@ impl QuantizedActivation {
             self.ds[b] = d * s as f32;
             self.sum8[b] = 8 * s;
         }
+        self.fill_sum16();
+    }
+
+    fn fill_sum16(&mut self) {
+        for (s16, q) in self.sum16.iter_mut().zip(self.qs.chunks_exact(QK)) {
+            let lo: i32 = q[..16].iter().map(|&v| v as i32).sum();
+            let hi: i32 = q[16..].iter().map(|&v| v as i32).sum();
+            *s16 = (lo as i16 as u16 as u32 | (hi as i16 as u16 as u32) << 16) as i32;
+        }
     }
 
     pub fn rows(&self) -> usize {
@@ -143,6 +157,11 @@ impl QuantizedActivation {
     pub fn row_sum8(&self, t: usize) -> &[i32] {
         let nb = self.blocks();
         &self.sum8[t * nb..(t + 1) * nb]
+    }
+    /// Block half-sums of row `t`: `(Σq[0..16] as i16) | (Σq[16..32] as i16) << 16`.
+    pub fn row_sum16(&self, t: usize) -> &[i32] {
+        let nb = self.blocks();
+        &self.sum16[t * nb..(t + 1) * nb]
     }
     /// Block `d·Σq` of row `t`.
     pub fn row_ds(&self, t: usize) -> &[f32] {

@@ -17,6 +17,10 @@
 //! which both 32-blocks of every 64-group share `(d, m)` (MNN-Pocket's export): one
 //! `[d; 8] ++ [m; 8]` per (panel, 64-group), i.e. 4.5 instead of 5.0 bits per weight.
 //!
+//! Q4_K, Q6_K and Q5_0 ([`Layout::Q4_K`], [`Layout::Q6_K`], [`Layout::Q5_0`]) reuse the
+//! Q4 nibble records plus bit planes, with sub-block scales decoded at pack time: see
+//! `packed_k.rs`.
+//!
 //! The last panel is padded with zero rows (zero scales, zero codes): their outputs are 0
 //! and are never written. The quant stream starts 64-byte aligned and every (panel, block)
 //! record is a multiple of 32 bytes, so vector loads never split a cache line.
@@ -24,12 +28,17 @@
 use crate::GgmlType;
 use std::fmt;
 
+// The K-quant and Q5_0 layouts: a child module so it fills the private fields directly.
+#[path = "packed_k.rs"]
+pub(super) mod packed_k;
+
 /// Rows per panel.
 pub const PANEL: usize = 8;
 /// Elements per quantization block.
 pub const QK: usize = 32;
 
 /// How a [`PackedMatrix`] is stored.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Layout {
     Q4_0,
@@ -37,6 +46,13 @@ pub enum Layout {
     /// Q4_1 whose 64-groups share `(d, m)`: one scale pair per 64 elements.
     Q4_1x64,
     Q8_0,
+    /// Q4_K: nibbles as Q4_0 per 32-element sub-block; 6-bit scales/mins decoded at pack
+    /// time (see `packed_k.rs`).
+    Q4_K,
+    /// Q6_K: low nibbles as Q4_0 plus two 2-bit planes per 32-block; int8 sub-block scales.
+    Q6_K,
+    /// Q5_0: nibbles as Q4_0 plus one 32-byte plane of 5th bits per 32-block.
+    Q5_0,
 }
 
 impl Layout {
@@ -45,19 +61,25 @@ impl Layout {
         match self {
             Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 => 128,
             Layout::Q8_0 => 256,
+            Layout::Q4_K => 128,
+            Layout::Q6_K => 192,
+            Layout::Q5_0 => 160,
         }
     }
-    /// fp16 values per (panel, scale group).
+    /// fp16 values (u16 units of the scale stream) per (panel, scale group).
     pub const fn scales_per_group(self) -> usize {
         match self {
-            Layout::Q4_0 | Layout::Q8_0 => 8,
+            Layout::Q4_0 | Layout::Q8_0 | Layout::Q5_0 => 8,
             Layout::Q4_1 | Layout::Q4_1x64 => 16,
+            Layout::Q4_K => packed_k::Q4K_SCALE_U16,
+            Layout::Q6_K => packed_k::Q6K_SCALE_U16,
         }
     }
     /// 32-blocks sharing one scale group.
     pub const fn blocks_per_group(self) -> usize {
         match self {
             Layout::Q4_1x64 => 2,
+            Layout::Q4_K | Layout::Q6_K => 8,
             _ => 1,
         }
     }
@@ -91,7 +113,7 @@ impl Default for PackOptions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PackError {
     UnsupportedType(GgmlType),
-    /// `cols` is zero or not a multiple of 32.
+    /// `cols` is zero or not a multiple of the block size (32, or 256 for K-quants).
     BadCols(usize),
     /// The byte slice does not hold `rows x cols` elements of the type.
     BadLength {
@@ -108,7 +130,12 @@ impl fmt::Display for PackError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PackError::UnsupportedType(t) => write!(f, "no packed layout for {t:?}"),
-            PackError::BadCols(c) => write!(f, "{c} columns is not a positive multiple of 32"),
+            PackError::BadCols(c) => {
+                write!(
+                    f,
+                    "{c} columns is not a positive multiple of the block size"
+                )
+            }
             PackError::BadLength { expected, got } => {
                 write!(f, "expected {expected} bytes of weights, got {got}")
             }
@@ -179,19 +206,23 @@ fn src_geometry(ty: GgmlType) -> Result<(usize, usize), PackError> {
         GgmlType::Q4_0 => Ok((18, 2)),
         GgmlType::Q4_1 => Ok((20, 4)),
         GgmlType::Q8_0 => Ok((34, 2)),
+        GgmlType::Q5_0 => Ok((22, 6)),
+        GgmlType::Q4_K => Ok((144, 16)),
+        GgmlType::Q6_K => Ok((210, 0)),
         t => Err(PackError::UnsupportedType(t)),
     }
 }
 
 fn check_shape(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Result<(), PackError> {
     let (bb, _) = src_geometry(ty)?;
-    if cols == 0 || cols % QK != 0 {
+    let bs = ty.block_size();
+    if cols == 0 || cols % bs != 0 {
         return Err(PackError::BadCols(cols));
     }
     if rows == 0 {
         return Err(PackError::BadRows(rows));
     }
-    let expected = (cols / QK)
+    let expected = (cols / bs)
         .checked_mul(bb)
         .and_then(|r| r.checked_mul(rows))
         .ok_or(PackError::BadRows(rows))?;
@@ -221,6 +252,18 @@ fn q4_1_pairs_share_scales(bytes: &[u8], rows: usize, cols: usize) -> bool {
     })
 }
 
+fn layout_for(ty: GgmlType, merged: bool) -> Layout {
+    match ty {
+        GgmlType::Q4_0 => Layout::Q4_0,
+        GgmlType::Q4_1 if merged => Layout::Q4_1x64,
+        GgmlType::Q4_1 => Layout::Q4_1,
+        GgmlType::Q5_0 => Layout::Q5_0,
+        GgmlType::Q4_K => Layout::Q4_K,
+        GgmlType::Q6_K => Layout::Q6_K,
+        _ => Layout::Q8_0,
+    }
+}
+
 impl PackedMatrix {
     /// Packs one row-major GGUF tensor (`rows` rows of `cols` elements, raw block bytes).
     pub fn pack(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, PackError> {
@@ -237,12 +280,7 @@ impl PackedMatrix {
         check_shape(ty, bytes, rows, cols)?;
         let merged =
             ty == GgmlType::Q4_1 && opts.merge_q4_1 && q4_1_pairs_share_scales(bytes, rows, cols);
-        let layout = match ty {
-            GgmlType::Q4_0 => Layout::Q4_0,
-            GgmlType::Q4_1 if merged => Layout::Q4_1x64,
-            GgmlType::Q4_1 => Layout::Q4_1,
-            _ => Layout::Q8_0,
-        };
+        let layout = layout_for(ty, merged);
         let panels = rows.div_ceil(PANEL);
         let mut m = Self::empty(
             ty,
@@ -302,12 +340,7 @@ impl PackedMatrix {
         let merged = ty == GgmlType::Q4_1
             && q4_1_pairs_share_scales(gate, rows, cols)
             && q4_1_pairs_share_scales(up, rows, cols);
-        let layout = match ty {
-            GgmlType::Q4_0 => Layout::Q4_0,
-            GgmlType::Q4_1 if merged => Layout::Q4_1x64,
-            GgmlType::Q4_1 => Layout::Q4_1,
-            _ => Layout::Q8_0,
-        };
+        let layout = layout_for(ty, merged);
         let out_panels = rows.div_ceil(PANEL);
         let mut m = Self::empty(ty, layout, rows, cols, 2 * out_panels, Kind::SwiGlu);
         let rb = ty.row_bytes(cols as u64).unwrap() as usize;
@@ -350,6 +383,9 @@ impl PackedMatrix {
 
     /// Writes internal panel `p` from up to 8 source rows (`None` = zero padding).
     fn fill_panel(&mut self, p: usize, srcs: &[Option<&[u8]>]) {
+        if matches!(self.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
+            return self.fill_panel_k(p, srcs);
+        }
         let (bb, qoff) = src_geometry(self.ty).unwrap();
         let nb = self.nb;
         let qb = self.layout.quant_bytes_per_block();
@@ -469,6 +505,9 @@ impl PackedMatrix {
 
     /// Dequantizes row `i` of internal panel `p`.
     pub fn dequant_internal(&self, p: usize, i: usize) -> Vec<f32> {
+        if matches!(self.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
+            return self.dequant_internal_k(p, i);
+        }
         let q = self.panel_quants(p);
         let s = self.panel_scales(p);
         let qb = self.layout.quant_bytes_per_block();

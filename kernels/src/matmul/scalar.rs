@@ -75,7 +75,96 @@ pub fn panel_dot(w: &PackedMatrix, p: usize, act: &QuantizedActivation, t: usize
                     *acc = h(s[g * 16 + 8 + i]).mul_add(ads[b0] + ads[b1], *acc);
                 }
             }
+            Layout::Q4_K => *acc = q4_k_row(q, s, i, act, t),
+            Layout::Q6_K => *acc = q6_k_row(q, s, i, act, t),
+            Layout::Q5_0 => *acc = q5_0_row(q, s, i, act, t),
         }
+    }
+    acc
+}
+
+/// The unsigned 5-bit (Q5_0) or 6-bit (Q6_K) codes of row `i` in a packed record:
+/// `(low-half codes, high-half codes)` in element order.
+fn hi_codes(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
+    let mut c = [0u8; 32];
+    for v in 0..4 {
+        for k in 0..4 {
+            let byte = rec[v * 32 + i * 4 + k];
+            let (e0, e1) = (4 * v + k, 16 + 4 * v + k);
+            c[e0] = byte & 15;
+            c[e1] = byte >> 4;
+            if layout == Layout::Q6_K {
+                c[e0] |= ((rec[128 + i * 4 + k] >> (2 * v)) & 3) << 4;
+                c[e1] |= ((rec[160 + i * 4 + k] >> (2 * v)) & 3) << 4;
+            } else {
+                let hb = rec[128 + i * 4 + k];
+                c[e0] |= ((hb >> v) & 1) << 4;
+                c[e1] |= ((hb >> (4 + v)) & 1) << 4;
+            }
+        }
+    }
+    c
+}
+
+/// Q4_K row `i`: per sub-block `(d·da)·(sc·Σqa) − (dmin·m)·(da·Σa)`.
+fn q4_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
+    let (a, ad, ads) = (act.row_qs(t), act.row_d(t), act.row_ds(t));
+    let spg = Layout::Q4_K.scales_per_group();
+    let mut acc = 0f32;
+    for g in 0..act.blocks() / 8 {
+        let grp = &s[g * spg..(g + 1) * spg];
+        let bytes: &[u8] = bytemuck::cast_slice(grp);
+        let (d, dmin) = (h(grp[i]), h(grp[8 + i]));
+        for j in 0..8 {
+            let b = 8 * g + j;
+            let isum = q4_block_dot(&q[b * 128..], i, &a[b * QK..]) * bytes[32 + 8 * j + i] as i32;
+            let dm = dmin * bytes[96 + 8 * j + i] as f32;
+            acc = (d * ad[b]).mul_add(isum as f32, acc);
+            acc = (-dm).mul_add(ads[b], acc);
+        }
+    }
+    acc
+}
+
+/// Q6_K row `i`: per 32-block `d·da·(sc_lo·Σ(q)a_lo + sc_hi·Σ(q)a_hi − 32·(sc_lo·S_lo +
+/// sc_hi·S_hi))`, the bracket exact in int32.
+fn q6_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
+    let (a, ad, s16) = (act.row_qs(t), act.row_d(t), act.row_sum16(t));
+    let spg = Layout::Q6_K.scales_per_group();
+    let mut acc = 0f32;
+    for g in 0..act.blocks() / 8 {
+        let grp = &s[g * spg..(g + 1) * spg];
+        let bytes: &[u8] = bytemuck::cast_slice(grp);
+        let d = h(grp[i]);
+        for j in 0..8 {
+            let b = 8 * g + j;
+            let c = hi_codes(Layout::Q6_K, &q[b * 192..(b + 1) * 192], i);
+            let ab = &a[b * QK..(b + 1) * QK];
+            let dot =
+                |r: std::ops::Range<usize>| -> i32 { r.map(|e| c[e] as i32 * ab[e] as i32).sum() };
+            let (slo, shi) = (
+                bytes[16 + 16 * j + 2 * i] as i8 as i32,
+                bytes[16 + 16 * j + 2 * i + 1] as i8 as i32,
+            );
+            let (alo, ahi) = (s16[b] as i16 as i32, (s16[b] >> 16) as i16 as i32);
+            let isum = slo * dot(0..16) + shi * dot(16..32) - 32 * (slo * alo + shi * ahi);
+            acc = (d * ad[b]).mul_add(isum as f32, acc);
+        }
+    }
+    acc
+}
+
+/// Q5_0 row `i`: per 32-block `d·da·(Σqa − 16·Σa)`.
+fn q5_0_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
+    let (a, ad, asum) = (act.row_qs(t), act.row_d(t), act.row_sum(t));
+    let mut acc = 0f32;
+    for b in 0..act.blocks() {
+        let c = hi_codes(Layout::Q5_0, &q[b * 160..(b + 1) * 160], i);
+        let isum: i32 = (0..QK)
+            .map(|e| c[e] as i32 * a[b * QK + e] as i32)
+            .sum::<i32>()
+            - 16 * asum[b];
+        acc = (h(s[b * 8 + i]) * ad[b]).mul_add(isum as f32, acc);
     }
     acc
 }

@@ -18,6 +18,9 @@
 pub mod act;
 pub mod q4_0;
 pub mod q4_1;
+pub mod q4_k;
+pub mod q5_0;
+pub mod q6_k;
 pub mod q8_0;
 
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
@@ -181,6 +184,9 @@ unsafe fn tile<const N: usize>(
             Layout::Q4_1 => q4_1::tile::<N>(q, s, act, t),
             Layout::Q4_1x64 => q4_1::tile_x64::<N>(q, s, act, t),
             Layout::Q8_0 => q8_0::tile::<N>(q, s, act, t),
+            Layout::Q4_K => q4_k::tile::<N>(q, s, act, t),
+            Layout::Q6_K => q6_k::tile::<N>(q, s, act, t),
+            Layout::Q5_0 => q5_0::tile::<N>(q, s, act, t),
         }
     }
 }

@@ -19,6 +19,24 @@ pub(super) unsafe fn block_sums<const N: usize>(
     qp: *const u8,
     ap: &[*const i8; N],
 ) -> [__m256i; N] {
+    // SAFETY: same contract.
+    let p16 = unsafe { block_p16::<N>(qp, ap) };
+    let ones = _mm256_set1_epi16(1);
+    let mut r = [_mm256_setzero_si256(); N];
+    for t in 0..N {
+        r[t] = _mm256_madd_epi16(p16[t], ones);
+    }
+    r
+}
+
+/// The int16 pair sums of [`block_sums`] before widening (each lane: two int16 of one
+/// row, `|·| <= 30480`), for kernels that widen with a per-row scale (`vpmaddwd`).
+///
+/// # Safety
+/// As [`block_sums`].
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn block_p16<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [__m256i; N] {
     let m4 = _mm256_set1_epi8(0x0F);
     let mut p16 = [_mm256_setzero_si256(); N];
     for v in 0..4 {
@@ -41,12 +59,7 @@ pub(super) unsafe fn block_sums<const N: usize>(
             p16[t] = _mm256_add_epi16(p16[t], s);
         }
     }
-    let ones = _mm256_set1_epi16(1);
-    let mut r = [_mm256_setzero_si256(); N];
-    for t in 0..N {
-        r[t] = _mm256_madd_epi16(p16[t], ones);
-    }
-    r
+    p16
 }
 
 /// Pointers to the codes of activation rows `t0..t0+N` (checked in bounds).

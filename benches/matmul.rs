@@ -1,0 +1,264 @@
+//! Criterion benchmarks of the packed matmul kernels (`pocket_kernels::matmul`).
+//!
+//! `cargo bench --bench matmul` (add `-- --quick` for a faster, rougher run; a filter
+//! such as `-- gemv/896x2560` narrows it).
+//!
+//! * `gemv/{rows}x{cols}/{format}/{isa}`: one token, one thread, every format on every
+//!   `Isa::available()`. Throughput = bytes of packed weights read (codes + scales), so
+//!   criterion prints GB/s (strictly GiB/s: it divides by 2^30).
+//! * `gemv_2t/...`: the same split over 2 threads (scoped threads, one spawn per pass), on
+//!   the two DRAM-sized shapes.
+//! * `gemm/{rows}x{cols}x512/{format}/{isa}`: 512 tokens. Throughput =
+//!   `Elements(2·rows·cols·tokens)`: **elements = operations**, so "Gelem/s" reads GOP/s.
+//!   The scalar reference only runs the smallest shape (it is ~100x slower).
+//! * `bandwidth/read/{1,2}t`: AVX2 loads over a 512 MiB buffer, the machine's read limit.
+//!
+//! Shapes are MNN-Pocket's (Qwen2.5-0.5B: hidden 896, FFN 4864 split as 2560-wide parts in
+//! its export, vocab rows in 64K chunks). K-quants need rows that are a multiple of 256
+//! elements, so Q4_K / Q6_K only run the 2560-column shape (the 896-column ones are why
+//! llama.cpp's Q4_K_M falls back to Q5_0 / Q8_0 there); gemv also runs 65536x2560, a
+//! DRAM-sized matrix every format can take.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use pocket_kernels::matmul::{gemm, gemv, PackOptions, PackedMatrix, QuantizedActivation};
+use pocket_kernels::{GgmlType, Isa};
+use std::hint::black_box;
+use std::time::Duration;
+
+const SHAPES: [(usize, usize); 5] = [
+    (896, 896),
+    (128, 896),
+    (2560, 896),
+    (896, 2560),
+    (65536, 896),
+];
+/// gemv only: a DRAM-sized matrix whose rows are a multiple of 256, so the K-quants have
+/// a memory-bound figure too (94-178 MB packed, 3-6x the 32 MiB L3; not an MNN-Pocket
+/// shape).
+const GEMV_EXTRA: (usize, usize) = (65536, 2560);
+const TOKENS: usize = 512;
+
+/// (name, type, Q4_1 64-groups share (d, m)).
+const FORMATS: [(&str, GgmlType, bool); 7] = [
+    ("q4_0", GgmlType::Q4_0, false),
+    ("q4_1", GgmlType::Q4_1, false),
+    ("q4_1x64", GgmlType::Q4_1, true),
+    ("q8_0", GgmlType::Q8_0, false),
+    ("q5_0", GgmlType::Q5_0, false),
+    ("q4_k", GgmlType::Q4_K, false),
+    ("q6_k", GgmlType::Q6_K, false),
+];
+
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Random raw GGUF bytes with small, sane fp16 scale fields.
+fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8> {
+    let (bs, bb) = (ty.block_size(), ty.type_size());
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut v = vec![0u8; rows * cols / bs * bb];
+    for c in v.chunks_mut(8) {
+        let r = rng.next().to_le_bytes();
+        c.copy_from_slice(&r[..c.len()]);
+    }
+    let h = |x: f32| half::f16::from_f32(x).to_bits().to_le_bytes();
+    let (d, m) = (h(0.01), h(-0.08));
+    for (i, blk) in v.chunks_exact_mut(bb).enumerate() {
+        match ty {
+            GgmlType::Q4_1 => {
+                blk[0..2].copy_from_slice(&d);
+                let m = if share {
+                    m
+                } else {
+                    h(-0.08 + (i % 7) as f32 * 1e-3)
+                };
+                blk[2..4].copy_from_slice(&m);
+            }
+            GgmlType::Q4_K => {
+                blk[0..2].copy_from_slice(&h(0.001));
+                blk[2..4].copy_from_slice(&h(0.002));
+            }
+            GgmlType::Q6_K => blk[208..210].copy_from_slice(&h(0.0005)),
+            _ => blk[0..2].copy_from_slice(&d),
+        }
+    }
+    v
+}
+
+fn valid(ty: GgmlType, cols: usize) -> bool {
+    cols % ty.block_size() == 0
+}
+
+fn pack(ty: GgmlType, share: bool, rows: usize, cols: usize) -> PackedMatrix {
+    let bytes = random_tensor(ty, share, rows, cols);
+    let opts = PackOptions { merge_q4_1: share };
+    PackedMatrix::pack_with(ty, &bytes, rows, cols, opts).expect("pack")
+}
+
+fn activation(tokens: usize, cols: usize) -> QuantizedActivation {
+    let mut rng = XorShift(42);
+    let x: Vec<f32> = (0..tokens * cols)
+        .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
+        .collect();
+    QuantizedActivation::quantize(&x, tokens)
+}
+
+fn bench_gemv(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gemv");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    for (rows, cols) in SHAPES.into_iter().chain([GEMV_EXTRA]) {
+        let act = activation(1, cols);
+        for (name, ty, share) in FORMATS {
+            if !valid(ty, cols) {
+                continue;
+            }
+            let w = pack(ty, share, rows, cols);
+            let mut out = vec![0f32; rows];
+            g.throughput(Throughput::Bytes(w.bytes() as u64));
+            for isa in Isa::available() {
+                let id = BenchmarkId::new(format!("{rows}x{cols}/{name}"), isa.name());
+                g.bench_function(id, |b| {
+                    b.iter(|| gemv(&w, &act, &mut out, 0..w.panels(), black_box(isa)))
+                });
+            }
+        }
+    }
+    g.finish();
+
+    // Two threads on the DRAM-sized shapes (a decode pool's split; spawn cost included).
+    let mut g = c.benchmark_group("gemv_2t");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    let isa = Isa::detect();
+    for ((rows, cols), (name, ty, share)) in [(65536, 896), GEMV_EXTRA]
+        .into_iter()
+        .flat_map(|s| FORMATS.map(|f| (s, f)))
+    {
+        if !valid(ty, cols) {
+            continue;
+        }
+        let act = activation(1, cols);
+        let w = pack(ty, share, rows, cols);
+        let mut out = vec![0f32; rows];
+        let ranges = w.split_panels(2);
+        g.throughput(Throughput::Bytes(w.bytes() as u64));
+        let id = BenchmarkId::new(format!("{rows}x{cols}/{name}"), isa.name());
+        g.bench_function(id, |b| {
+            b.iter(|| {
+                std::thread::scope(|s| {
+                    for (r, o) in ranges.iter().zip(w.split_out(&mut out, &ranges)) {
+                        let (w, act, r) = (&w, &act, r.clone());
+                        s.spawn(move || gemv(w, act, o, r, isa));
+                    }
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+fn bench_gemm(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gemm");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    for (rows, cols) in SHAPES {
+        let act = activation(TOKENS, cols);
+        for (name, ty, share) in FORMATS {
+            if !valid(ty, cols) {
+                continue;
+            }
+            let w = pack(ty, share, rows, cols);
+            let mut out = vec![0f32; rows * TOKENS];
+            g.throughput(Throughput::Elements((2 * rows * cols * TOKENS) as u64));
+            for isa in Isa::available() {
+                if isa == Isa::Scalar && rows * cols > 128 * 896 {
+                    continue;
+                }
+                let id = BenchmarkId::new(format!("{rows}x{cols}x{TOKENS}/{name}"), isa.name());
+                g.bench_function(id, |b| {
+                    b.iter(|| gemm(&w, &act, &mut out, rows, 0..w.panels(), black_box(isa)))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+/// Sums a buffer with AVX2 loads (4 independent accumulators) and the gemv kernels'
+/// software prefetch, returning a value so the loads cannot be elided.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn read_avx2(buf: &[u8]) -> u64 {
+    use std::arch::x86_64::*;
+    let n = buf.len() / 128;
+    let p = buf.as_ptr();
+    let mut a = [_mm256_setzero_si256(); 4];
+    for i in 0..n {
+        // The same software prefetch distance as the gemv kernels (a hint; past the end
+        // is harmless).
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i * 128 + 2048) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i * 128 + 2048 + 64) as *const i8);
+        for (k, acc) in a.iter_mut().enumerate() {
+            // SAFETY: i < n = len / 128, so bytes i·128 + 32k .. +32 are within `buf`.
+            let x = unsafe { _mm256_loadu_si256(p.add(i * 128 + 32 * k) as *const __m256i) };
+            *acc = _mm256_add_epi64(*acc, x);
+        }
+    }
+    let s = _mm256_add_epi64(_mm256_add_epi64(a[0], a[1]), _mm256_add_epi64(a[2], a[3]));
+    let mut o = [0u64; 4];
+    // SAFETY: `o` holds 32 bytes.
+    unsafe { _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, s) };
+    o.iter().fold(0u64, |x, y| x.wrapping_add(*y))
+}
+
+fn read_bytes(buf: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 is available (checked just above).
+        return unsafe { read_avx2(buf) };
+    }
+    buf.chunks_exact(8).fold(0u64, |s, c| {
+        s.wrapping_add(u64::from_le_bytes(c.try_into().unwrap()))
+    })
+}
+
+fn bench_bandwidth(c: &mut Criterion) {
+    let mut g = c.benchmark_group("bandwidth");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    let len = 512 << 20;
+    let buf: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+    g.throughput(Throughput::Bytes(len as u64));
+    for threads in [1usize, 2] {
+        g.bench_function(BenchmarkId::new("read", format!("{threads}t")), |b| {
+            b.iter(|| {
+                if threads == 1 {
+                    black_box(read_bytes(&buf));
+                } else {
+                    let chunk = len / threads;
+                    std::thread::scope(|s| {
+                        for part in buf.chunks(chunk) {
+                            s.spawn(move || black_box(read_bytes(part)));
+                        }
+                    });
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_bandwidth, bench_gemv, bench_gemm);
+criterion_main!(benches);

@@ -1,0 +1,77 @@
+//! Q4_K gemv/gemm tiles on the packed layout of `matmul/packed_k.rs`: each 32-element
+//! sub-block is a Q4_0-style nibble record (core `super::q4_0::block_p16`); the 6-bit
+//! sub-block scale widens the int16 pair sums in `vpmaddwd` (exact int32 `sc·Σqa`), one
+//! FMA per sub-block applies the activation scale, one more the min term
+//! `(dmin·m)·(da·Σa)`. (Accumulating per super-block and applying `d`, `dmin` once needs
+//! two more accumulators per token: register spills in the 4-token gemm tile, ~10% slower.)
+
+use super::q4_0::{act_ptrs, block_p16};
+use crate::matmul::{Layout, QuantizedActivation, QK};
+use std::arch::x86_64::*;
+
+/// The 8 row outputs of one Q4_K panel for activation rows `t0..t0+N`.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile<const N: usize>(
+    q: &[u8],
+    s: &[u16],
+    act: &QuantizedActivation,
+    t0: usize,
+) -> [__m256; N] {
+    let nb = act.blocks();
+    let ng = nb / 8;
+    let spg = Layout::Q4_K.scales_per_group();
+    assert!(nb % 8 == 0 && q.len() >= nb * 128 && s.len() >= ng * spg && t0 + N <= act.rows());
+    let mut ap = act_ptrs::<N>(act, t0);
+    let mut ad = [&[][..]; N];
+    let mut ads = [&[][..]; N];
+    for t in 0..N {
+        ad[t] = &act.row_d(t0 + t)[..nb];
+        ads[t] = &act.row_ds(t0 + t)[..nb];
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    for g in 0..ng {
+        // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).
+        let grp = unsafe { s.as_ptr().add(g * spg) };
+        let (dw, dmin) = unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(grp as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(grp.add(8) as *const __m128i)),
+            )
+        };
+        let bytes = grp as *const u8;
+        for j in 0..8 {
+            let b = 8 * g + j;
+            if N == 1 {
+                // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+                unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
+            }
+            // SAFETY: bytes 32..160 of the group hold sc[8][8] and m[8][8].
+            let (sc, mf) = unsafe {
+                (
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.add(32 + 8 * j) as *const __m128i)),
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                        bytes.add(96 + 8 * j) as *const __m128i,
+                    ))),
+                )
+            };
+            // Each 32-bit lane: (sc, sc) as int16.
+            let sc16 = _mm256_or_si256(sc, _mm256_slli_epi32::<16>(sc));
+            let dm = _mm256_mul_ps(dmin, mf);
+            // SAFETY: b < nb: block b's 128 code bytes and 32 activation codes are in bounds.
+            let p16 = unsafe { block_p16::<N>(q.as_ptr().add(b * 128), &ap) };
+            for t in 0..N {
+                let isum = _mm256_madd_epi16(p16[t], sc16);
+                let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
+                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[t]);
+                acc[t] = _mm256_fnmadd_ps(dm, _mm256_set1_ps(ads[t][b]), acc[t]);
+                // SAFETY: stays within (or one past) the activation row.
+                ap[t] = unsafe { ap[t].add(QK) };
+            }
+        }
+    }
+    acc
+}

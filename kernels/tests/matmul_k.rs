@@ -1,0 +1,470 @@
+//! Packed Q4_K / Q6_K / Q5_0 matmul: every available ISA against the scalar packed
+//! reference (tight), the scalar reference against a naive f64 dot of rows decoded by
+//! `formats::dequantize` from the raw GGUF bytes with the dequantized activation (loose),
+//! and real gemma-3 tensors (needs `bash tests/fixtures.sh`).
+
+use half::f16;
+use pocket_kernels::formats;
+use pocket_kernels::matmul::{
+    gemm, gemm_swiglu, gemm_tokens, gemv, gemv_swiglu, Layout, PackError, PackedMatrix,
+    QuantizedActivation,
+};
+use pocket_kernels::{GgmlType, Isa};
+use proptest::prelude::*;
+use std::path::PathBuf;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn f(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn h(&mut self, lo: f32, hi: f32) -> [u8; 2] {
+        f16::from_f32(self.f(lo, hi)).to_bits().to_le_bytes()
+    }
+}
+
+const TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_0];
+
+/// Random raw GGUF bytes: random codes and scale bytes, sane fp16 super-scales.
+fn random_tensor(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
+    let (bs, bb) = (ty.block_size(), ty.type_size());
+    let mut out = vec![0u8; rows * cols / bs * bb];
+    for blk in out.chunks_exact_mut(bb) {
+        blk.iter_mut().for_each(|b| *b = rng.next() as u8);
+        match ty {
+            GgmlType::Q4_K => {
+                blk[0..2].copy_from_slice(&rng.h(0.0, 0.003));
+                blk[2..4].copy_from_slice(&rng.h(0.0, 0.01));
+            }
+            GgmlType::Q6_K => blk[208..210].copy_from_slice(&rng.h(-0.001, 0.001)),
+            GgmlType::Q5_0 => blk[0..2].copy_from_slice(&rng.h(-0.05, 0.05)),
+            _ => unreachable!(),
+        }
+    }
+    out
+}
+
+fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
+    if x.len() >= 64 {
+        x[32..64].iter_mut().for_each(|v| *v = 0.0);
+    }
+    x
+}
+
+/// Row `r` decoded by `formats::dequantize` (independent of the packing).
+fn naive_row(ty: GgmlType, bytes: &[u8], r: usize, cols: usize) -> Vec<f32> {
+    let rb = ty.row_bytes(cols as u64).unwrap() as usize;
+    let mut out = vec![0f32; cols];
+    formats::dequantize(ty, &bytes[r * rb..(r + 1) * rb], &mut out).unwrap();
+    out
+}
+
+/// Naive [tokens x rows] product and Σ|w·a| magnitudes.
+fn naive(
+    ty: GgmlType,
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    act: &QuantizedActivation,
+) -> (Vec<f64>, Vec<f64>) {
+    let acts: Vec<Vec<f32>> = (0..act.rows()).map(|t| act.dequant_row(t)).collect();
+    let mut y = vec![0f64; act.rows() * rows];
+    let mut mag = vec![0f64; act.rows() * rows];
+    for r in 0..rows {
+        let w = naive_row(ty, bytes, r, cols);
+        for (t, a) in acts.iter().enumerate() {
+            for c in 0..cols {
+                let p = w[c] as f64 * a[c] as f64;
+                y[t * rows + r] += p;
+                mag[t * rows + r] += p.abs();
+            }
+        }
+    }
+    (y, mag)
+}
+
+fn cols_for(ty: GgmlType, units: usize) -> usize {
+    units * if ty == GgmlType::Q5_0 { 32 } else { 256 }
+}
+
+fn check_all(
+    ty: GgmlType,
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    tokens: usize,
+    seed: u64,
+    rng: &mut Rng,
+) -> Result<(), TestCaseError> {
+    let w = PackedMatrix::pack(ty, bytes, rows, cols).unwrap();
+    for r in 0..rows {
+        let d = w.dequant_row(r);
+        let n = naive_row(ty, bytes, r, cols);
+        prop_assert!(
+            d.iter().zip(&n).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{:?} packed row {} does not decode like formats::dequantize",
+            ty,
+            r
+        );
+    }
+    let x = random_act(tokens, cols, rng);
+    let act = QuantizedActivation::quantize(&x, tokens);
+    let (y, mag) = naive(ty, bytes, rows, cols, &act);
+    let mut reference = vec![0f32; tokens * rows];
+    gemm(&w, &act, &mut reference, rows, 0..w.panels(), Isa::Scalar);
+    for i in 0..y.len() {
+        let tol = 1e-5 * mag[i] + 1e-6;
+        prop_assert!(
+            (reference[i] as f64 - y[i]).abs() <= tol,
+            "{:?} scalar vs naive at {}: {} vs {} (tol {})",
+            ty,
+            i,
+            reference[i],
+            y[i],
+            tol
+        );
+    }
+    for isa in Isa::available() {
+        let mut out = vec![f32::NAN; tokens * rows];
+        gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
+        for i in 0..y.len() {
+            let tol = 1e-6 * mag[i] + 1e-7;
+            prop_assert!(
+                (out[i] - reference[i]).abs() as f64 <= tol,
+                "{:?} {} gemm vs scalar at {}: {} vs {}",
+                ty,
+                isa,
+                i,
+                out[i],
+                reference[i]
+            );
+        }
+        let split = (seed as usize) % (w.panels() + 1);
+        let mut g = vec![f32::NAN; rows];
+        let (lo, hi) = g.split_at_mut(w.rows_in(0..split));
+        gemv(&w, &act, lo, 0..split, isa);
+        gemv(&w, &act, hi, split..w.panels(), isa);
+        for r in 0..rows {
+            prop_assert!(
+                (g[r] - reference[r]).abs() as f64 <= 1e-6 * mag[r] + 1e-7,
+                "{:?} {} gemv row {}: {} vs {}",
+                ty,
+                isa,
+                r,
+                g[r],
+                reference[r]
+            );
+        }
+        let t0 = (seed as usize / 7) % tokens;
+        let ld = rows + 3;
+        let mut part = vec![f32::NAN; (tokens - t0) * ld];
+        gemm_tokens(&w, &act, t0..tokens, &mut part, ld, split..w.panels(), isa);
+        let r0 = split * 8;
+        for t in t0..tokens {
+            for r in r0..rows {
+                prop_assert_eq!(
+                    part[(t - t0) * ld + r - r0].to_bits(),
+                    out[t * rows + r].to_bits()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn gemm_and_gemv_match_reference(
+        ty in prop::sample::select(TYPES.to_vec()),
+        rows in 1usize..=41,
+        units in 1usize..=4,
+        tokens in 1usize..=9,
+        seed in any::<u64>(),
+    ) {
+        let cols = cols_for(ty, if ty == GgmlType::Q5_0 { 3 * units } else { units });
+        let mut rng = Rng(seed);
+        let bytes = random_tensor(ty, rows, cols, &mut rng);
+        check_all(ty, &bytes, rows, cols, tokens, seed, &mut rng)?;
+    }
+
+    #[test]
+    fn swiglu_and_stacked_match(
+        ty in prop::sample::select(TYPES.to_vec()),
+        rows in 1usize..=20,
+        r2 in 1usize..=12,
+        units in 1usize..=2,
+        tokens in 1usize..=5,
+        seed in any::<u64>(),
+    ) {
+        let cols = cols_for(ty, units);
+        let mut rng = Rng(seed);
+        let gate = random_tensor(ty, rows, cols, &mut rng);
+        let up = random_tensor(ty, rows, cols, &mut rng);
+        let act = QuantizedActivation::quantize(&random_act(tokens, cols, &mut rng), tokens);
+        let sw = PackedMatrix::pack_swiglu(ty, &gate, &up, rows, cols).unwrap();
+        let g = PackedMatrix::pack(ty, &gate, rows, cols).unwrap();
+        let u = PackedMatrix::pack(ty, &up, rows, cols).unwrap();
+        let other = random_tensor(ty, r2, cols, &mut rng);
+        let st = PackedMatrix::pack_stacked(ty, &[(&gate, rows), (&other, r2)], cols).unwrap();
+        let o = PackedMatrix::pack(ty, &other, r2, cols).unwrap();
+        for isa in Isa::available() {
+            let (mut gy, mut uy) = (vec![0f32; tokens * rows], vec![0f32; tokens * rows]);
+            gemm(&g, &act, &mut gy, rows, 0..g.panels(), isa);
+            gemm(&u, &act, &mut uy, rows, 0..u.panels(), isa);
+            let mut out = vec![f32::NAN; tokens * rows];
+            gemm_swiglu(&sw, &act, &mut out, rows, 0..sw.panels(), isa);
+            let mut one = vec![f32::NAN; rows];
+            gemv_swiglu(&sw, &act, &mut one, 0..sw.panels(), isa);
+            for i in 0..out.len() {
+                let (gv, uv) = (gy[i] as f64, uy[i] as f64);
+                let want = gv / (1.0 + (-gv).exp()) * uv;
+                prop_assert!((out[i] as f64 - want).abs() <= 1e-5 * want.abs() + 1e-6,
+                    "{:?} {} swiglu {}: {} vs {}", ty, isa, i, out[i], want);
+                if i < rows {
+                    prop_assert_eq!(one[i].to_bits(), out[i].to_bits());
+                }
+            }
+            let n = rows + r2;
+            let mut all = vec![0f32; tokens * n];
+            gemm(&st, &act, &mut all, n, 0..st.panels(), isa);
+            let mut oy = vec![0f32; tokens * r2];
+            gemm(&o, &act, &mut oy, r2, 0..o.panels(), isa);
+            for t in 0..tokens {
+                for r in 0..rows {
+                    prop_assert_eq!(all[t * n + r].to_bits(), gy[t * rows + r].to_bits());
+                }
+                for r in 0..r2 {
+                    prop_assert_eq!(all[t * n + rows + r].to_bits(), oy[t * r2 + r].to_bits());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn layouts_and_sizes() {
+    let mut rng = Rng(5);
+    for (ty, layout, cols, bytes_per_row) in [
+        (GgmlType::Q4_K, Layout::Q4_K, 512, 2 * (128 + 20)),
+        (GgmlType::Q6_K, Layout::Q6_K, 512, 2 * 210),
+        (GgmlType::Q5_0, Layout::Q5_0, 96, 3 * 22),
+    ] {
+        let b = random_tensor(ty, 16, cols, &mut rng);
+        let w = PackedMatrix::pack(ty, &b, 16, cols).unwrap();
+        assert_eq!(w.layout, layout);
+        assert_eq!(w.bytes(), 16 * bytes_per_row, "{ty:?}");
+    }
+    let b = vec![0u8; 144 * 2];
+    assert!(matches!(
+        PackedMatrix::pack(GgmlType::Q4_K, &b, 1, 288),
+        Err(PackError::BadCols(288))
+    ));
+    assert!(matches!(
+        PackedMatrix::pack(GgmlType::Q4_K, &b, 1, 256),
+        Err(PackError::BadLength { .. })
+    ));
+    assert!(matches!(
+        PackedMatrix::pack(GgmlType::Q5_K, &b, 1, 256),
+        Err(PackError::UnsupportedType(GgmlType::Q5_K))
+    ));
+}
+
+/// Largest codes and scales against ±127 activations: no int16 saturation anywhere.
+#[test]
+fn extreme_codes_do_not_saturate() {
+    let (rows, cols) = (11, 2048);
+    for ty in TYPES {
+        for code in [0xFFu8, 0x00, 0x0F, 0xF0, 0xAA] {
+            let bb = ty.type_size();
+            let mut bytes = vec![code; rows * cols / ty.block_size() * bb];
+            for blk in bytes.chunks_exact_mut(bb) {
+                let one = f16::from_f32(0.01).to_bits().to_le_bytes();
+                match ty {
+                    GgmlType::Q4_K => {
+                        blk[0..2].copy_from_slice(&one);
+                        blk[2..4].copy_from_slice(&one);
+                    }
+                    GgmlType::Q6_K => {
+                        blk[208..210].copy_from_slice(&one);
+                        // scales -128 and 127 alternate
+                        for (j, s) in blk[192..208].iter_mut().enumerate() {
+                            *s = if j % 2 == 0 { 0x80 } else { 0x7F };
+                        }
+                    }
+                    _ => blk[0..2].copy_from_slice(&one),
+                }
+            }
+            let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
+            for sign in [1.0f32, -1.0] {
+                let x: Vec<f32> = (0..2 * cols)
+                    .map(|i| {
+                        if i < cols {
+                            sign
+                        } else {
+                            -sign * (i % 3) as f32
+                        }
+                    })
+                    .collect();
+                let act = QuantizedActivation::quantize(&x, 2);
+                let (y, mag) = naive(ty, &bytes, rows, cols, &act);
+                for isa in Isa::available() {
+                    let mut out = vec![0f32; 2 * rows];
+                    gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
+                    for i in 0..out.len() {
+                        assert!(
+                            (out[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
+                            "{ty:?} code {code:#x} sign {sign} {isa} at {i}: {} vs {}",
+                            out[i],
+                            y[i]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A minimal GGUF (v2/v3) reader cursor.
+struct Cur<'a> {
+    d: &'a [u8],
+    pos: usize,
+}
+
+impl Cur<'_> {
+    fn take(&mut self, n: usize) -> &[u8] {
+        let s = &self.d[self.pos..self.pos + n];
+        self.pos += n;
+        s
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take(4).try_into().unwrap())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take(8).try_into().unwrap())
+    }
+    fn string(&mut self) -> String {
+        let n = self.u64() as usize;
+        String::from_utf8_lossy(self.take(n)).into_owned()
+    }
+    /// Skips a value of GGUF type `ty`, returning it when it is an integer.
+    fn value(&mut self, ty: u32) -> Option<u64> {
+        match ty {
+            0 | 1 | 7 => Some(self.take(1)[0] as u64),
+            2 | 3 => Some(u16::from_le_bytes(self.take(2).try_into().unwrap()) as u64),
+            4..=6 => Some(self.u32() as u64),
+            10..=12 => Some(self.u64()),
+            8 => {
+                self.string();
+                None
+            }
+            9 => {
+                let et = self.u32();
+                for _ in 0..self.u64() {
+                    self.value(et);
+                }
+                None
+            }
+            t => panic!("bad GGUF value type {t}"),
+        }
+    }
+}
+
+/// The tensor directory of a GGUF file: (name, type, dims, absolute data offset).
+fn gguf_tensors(data: &[u8]) -> Vec<(String, GgmlType, Vec<u64>, usize)> {
+    let mut c = Cur { d: data, pos: 0 };
+    assert_eq!(c.take(4), b"GGUF");
+    let _version = c.u32();
+    let n_tensors = c.u64();
+    let n_kv = c.u64();
+    let mut alignment = 32usize;
+    for _ in 0..n_kv {
+        let key = c.string();
+        let ty = c.u32();
+        let v = c.value(ty);
+        if key == "general.alignment" {
+            alignment = v.unwrap() as usize;
+        }
+    }
+    let mut infos = Vec::new();
+    for _ in 0..n_tensors {
+        let name = c.string();
+        let nd = c.u32() as usize;
+        let dims: Vec<u64> = (0..nd).map(|_| c.u64()).collect();
+        let ty = GgmlType::from_id(c.u32()).unwrap();
+        let off = c.u64() as usize;
+        infos.push((name, ty, dims, off));
+    }
+    let start = c.pos.div_ceil(alignment) * alignment;
+    infos
+        .into_iter()
+        .map(|(n, t, d, o)| (n, t, d, start + o))
+        .collect()
+}
+
+fn gemma_path() -> PathBuf {
+    let cache = std::env::var_os("POCKET_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
+    let p = cache.join("models/gemma-3-270m-q4_k_m.gguf");
+    assert!(
+        p.exists(),
+        "{} is missing: run bash tests/fixtures.sh from the repository root",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn real_gemma3_tensors() {
+    let data = std::fs::read(gemma_path()).unwrap();
+    let dir = gguf_tensors(&data);
+    let mut rng = Rng(99);
+    for (name, want) in [
+        ("blk.0.attn_output.weight", GgmlType::Q4_K),
+        ("blk.0.ffn_down.weight", GgmlType::Q6_K),
+        ("blk.0.ffn_gate.weight", GgmlType::Q5_0),
+        ("blk.5.ffn_down.weight", GgmlType::Q4_K),
+    ] {
+        let (_, ty, dims, off) = dir.iter().find(|t| t.0 == name).expect(name);
+        assert_eq!(*ty, want, "{name}");
+        let (cols, rows) = (dims[0] as usize, dims[1] as usize);
+        let len = ty.row_bytes(cols as u64).unwrap() as usize * rows;
+        let bytes = &data[*off..*off + len];
+        let w = PackedMatrix::pack(*ty, bytes, rows, cols).unwrap();
+        let x: Vec<f32> = (0..2 * cols).map(|_| rng.f(-3.0, 3.0)).collect();
+        let act = QuantizedActivation::quantize(&x, 2);
+        let (y, mag) = naive(*ty, bytes, rows, cols, &act);
+        for isa in Isa::available() {
+            let mut g = vec![0f32; rows];
+            gemv(&w, &act, &mut g, 0..w.panels(), isa);
+            let mut m = vec![0f32; 2 * rows];
+            gemm(&w, &act, &mut m, rows, 0..w.panels(), isa);
+            for i in 0..2 * rows {
+                assert!(
+                    (m[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
+                    "{name} {isa} gemm at {i}: {} vs {}",
+                    m[i],
+                    y[i]
+                );
+            }
+            for r in 0..rows {
+                assert!(
+                    (g[r] as f64 - y[r]).abs() <= 1e-5 * mag[r] + 1e-6,
+                    "{name} {isa} gemv row {r}: {} vs {}",
+                    g[r],
+                    y[r]
+                );
+            }
+        }
+    }
+}
