@@ -4,6 +4,8 @@
 
 use crate::kv_cache::KvCache;
 
+use pocket_kernels::Isa;
+
 /// Scratch reused across calls (one per thread).
 #[derive(Default)]
 pub struct AttnScratch {
@@ -13,9 +15,9 @@ pub struct AttnScratch {
 
 /// Attention of one token at `pos` for one KV head `g` of layer `l`.
 ///
-/// `q`: the group's query heads (`group × head_dim`, already roped and scaled by nothing:
-/// `scale` is applied to the scores). Keys `lo..=pos` are visible, `lo = pos + 1 - window`
-/// for a sliding window (`window > 0`), else 0. Writes `group × head_dim` to `out`.
+/// `q`: some of the group's query heads (`heads × head_dim`, already roped; `scale` is
+/// applied to the scores). Keys `lo..=pos` are visible, `lo = pos + 1 - window` for a
+/// sliding window (`window > 0`), else 0. Writes `heads × head_dim` to `out`.
 #[allow(clippy::too_many_arguments)]
 pub fn attend_group(
     cache: &KvCache,
@@ -28,6 +30,61 @@ pub fn attend_group(
     scale: f32,
     out: &mut [f32],
     s: &mut AttnScratch,
+    isa: Isa,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2 && isa.is_available() {
+        // SAFETY: AVX2 and FMA are present (`is_available`).
+        return unsafe { attend_avx2(cache, l, g, head_dim, q, pos, window, scale, out, s) };
+    }
+    attend_body(cache, l, g, head_dim, q, pos, window, scale, out, s, isa)
+}
+
+/// [`attend_body`] compiled for AVX2 (the loops vectorize 8-wide).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_avx2(
+    cache: &KvCache,
+    l: usize,
+    g: usize,
+    head_dim: usize,
+    q: &[f32],
+    pos: usize,
+    window: usize,
+    scale: f32,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+) {
+    attend_body(
+        cache,
+        l,
+        g,
+        head_dim,
+        q,
+        pos,
+        window,
+        scale,
+        out,
+        s,
+        Isa::Avx2,
+    )
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attend_body(
+    cache: &KvCache,
+    l: usize,
+    g: usize,
+    head_dim: usize,
+    q: &[f32],
+    pos: usize,
+    window: usize,
+    scale: f32,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
 ) {
     let group = q.len() / head_dim;
     let lo = if window > 0 {
@@ -43,11 +100,11 @@ pub fn attend_group(
         cache.read_k(l, lo + j, off, &mut s.row);
         for h in 0..group {
             let qh = &q[h * head_dim..(h + 1) * head_dim];
-            s.scores[h * n + j] = crate::linear::dot_f32(qh, &s.row) * scale;
+            s.scores[h * n + j] = dot(qh, &s.row) * scale;
         }
     }
     for h in 0..group {
-        crate::ops_fallback::softmax(&mut s.scores[h * n..(h + 1) * n]);
+        pocket_kernels::ops::softmax::softmax_with(isa, &mut s.scores[h * n..(h + 1) * n]);
     }
     out.fill(0.0);
     for j in 0..n {
@@ -60,6 +117,24 @@ pub fn attend_group(
             }
         }
     }
+}
+
+/// f32 dot product with 16 independent partial sums (vectorizes without fast-math).
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
 }
 
 #[cfg(test)]
@@ -121,7 +196,19 @@ mod tests {
             for g in 0..n_kv {
                 let q: Vec<f32> = (0..group * hd).map(|_| rng(&mut seed) * 2.0).collect();
                 let mut out = vec![0.0; group * hd];
-                attend_group(&cache, 0, g, hd, &q, pos, window, 0.35, &mut out, &mut s);
+                attend_group(
+                    &cache,
+                    0,
+                    g,
+                    hd,
+                    &q,
+                    pos,
+                    window,
+                    0.35,
+                    &mut out,
+                    &mut s,
+                    Isa::active(),
+                );
                 let kh: Vec<Vec<f32>> = ks
                     .iter()
                     .map(|k| k[g * hd..(g + 1) * hd].to_vec())
