@@ -23,7 +23,7 @@ use pocket_kernels::ops::rope::{RopeMode, RopeTable};
 use pocket_kernels::ops::{activation, norm, rope};
 use pocket_kernels::{formats, Isa};
 
-use crate::attention::{attend_group, AttnScratch};
+use crate::attention::{attend_block, AttnScratch};
 use crate::config::{Config, ConfigError, FfnAct, RopeType};
 use crate::gguf::{GgufError, GgufFile};
 use crate::kv_cache::{KvCache, KvType};
@@ -131,7 +131,7 @@ struct Bufs {
     logits: Vec<f32>,
     inp: Input,
     /// One attention scratch per pool thread.
-    scratch: Vec<Mutex<AttnScratch>>,
+    scratch: Vec<Mutex<(AttnScratch, Vec<f32>)>>,
 }
 
 /// A raw output pointer shared by pool shares that write disjoint ranges.
@@ -337,46 +337,58 @@ impl<'m> Session<'m> {
                 let n_kv = c.n_head_kv;
                 let window = c.window_of(l);
                 let nth = pool.threads();
-                // Work items (token, KV head, part of its query heads), dealt round-robin
-                // (later tokens see more keys). Few items (decode; one KV head, gemma3):
-                // the group's query heads are split so every thread has work.
-                let parts = if nt * n_kv >= 2 * nth {
+                // Work items (block of up to BT tokens, KV head, part of its query heads),
+                // dealt round-robin (later tokens see more keys). Few items (decode; one KV
+                // head, gemma3): the group's query heads are split so every thread has work.
+                const BT: usize = 8;
+                let nb = nt.div_ceil(BT);
+                let parts = if nb * n_kv >= 2 * nth {
                     1
                 } else {
-                    (2 * nth).div_ceil(nt * n_kv).min(group)
+                    (2 * nth).div_ceil(nb * n_kv).min(group)
                 };
-                let items = nt * n_kv * parts;
+                let items = nb * n_kv * parts;
                 let out = SharedOut(b.att.as_mut_ptr());
                 let (q, cache, scratch) = (&b.q, &*cache, &b.scratch);
                 let t0 = ts.start;
                 pool.run(|i| {
-                    let mut s = scratch[i].lock().unwrap();
+                    let mut guard = scratch[i].lock().unwrap();
+                    let (s, o) = &mut *guard;
                     let mut idx = i;
                     while idx < items {
-                        let (tj, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
+                        let (blk, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
                         let (g, p) = (rest / parts, rest % parts);
                         let hr = ThreadPool::split(group, parts, p);
-                        let t = t0 + tj;
+                        let tb = blk * BT..((blk + 1) * BT).min(nt);
+                        let t = t0 + tb.start;
                         let (a, len) = (g * gw + hr.start * hd, hr.len() * hd);
-                        let qs = &q[t * qd + a..t * qd + a + len];
-                        // SAFETY: item (tj, g, p) owns att[tj·qd + a ..][..len], inside
-                        // `att` (nt · qd long); items are disjoint.
-                        let o = unsafe {
-                            std::slice::from_raw_parts_mut(out.get().add(tj * qd + a), len)
-                        };
-                        attend_group(
+                        o.resize(tb.len() * len, 0.0);
+                        attend_block(
                             cache,
                             l,
                             g,
                             hd,
-                            qs,
+                            &q[t * qd + a..],
+                            qd,
+                            len,
                             pos0 + t,
                             window,
                             c.attn_scale,
                             o,
-                            &mut s,
+                            s,
                             isa,
                         );
+                        for (k, r) in o.chunks_exact(len).enumerate() {
+                            // SAFETY: item (blk, g, p) owns att[tj·qd + a ..][..len] for its
+                            // rows tj (inside `att`, nt · qd long); items are disjoint.
+                            let dst = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    out.get().add((tb.start + k) * qd + a),
+                                    len,
+                                )
+                            };
+                            dst.copy_from_slice(r);
+                        }
                         idx += nth;
                     }
                 });
