@@ -437,6 +437,8 @@ fn random_packed(layout: Layout, rows: usize, cols: usize, rng: &mut Rng) -> Pac
         Layout::Q4_1 => (GgmlType::Q4_1, false),
         Layout::Q4_1x64 => (GgmlType::Q4_1, true),
         Layout::Q8_0 => (GgmlType::Q8_0, false),
+        // K-quant / Q5_0 layouts have their own tests (matmul_k.rs).
+        other => panic!("random_packed covers the 32-block layouts only, not {other:?}"),
     };
     let bytes = random_tensor(ty, rows, cols, share, rng);
     let opts = PackOptions { merge_q4_1: share };
