@@ -4,6 +4,8 @@
 
 use crate::kv_cache::KvCache;
 
+use pocket_kernels::Isa;
+
 /// Scratch reused across calls (one per thread).
 #[derive(Default)]
 pub struct AttnScratch {
@@ -13,9 +15,9 @@ pub struct AttnScratch {
 
 /// Attention of one token at `pos` for one KV head `g` of layer `l`.
 ///
-/// `q`: the group's query heads (`group × head_dim`, already roped and scaled by nothing:
-/// `scale` is applied to the scores). Keys `lo..=pos` are visible, `lo = pos + 1 - window`
-/// for a sliding window (`window > 0`), else 0. Writes `group × head_dim` to `out`.
+/// `q`: some of the group's query heads (`heads × head_dim`, already roped; `scale` is
+/// applied to the scores). Keys `lo..=pos` are visible, `lo = pos + 1 - window` for a
+/// sliding window (`window > 0`), else 0. Writes `heads × head_dim` to `out`.
 #[allow(clippy::too_many_arguments)]
 pub fn attend_group(
     cache: &KvCache,
@@ -28,38 +30,170 @@ pub fn attend_group(
     scale: f32,
     out: &mut [f32],
     s: &mut AttnScratch,
+    isa: Isa,
 ) {
-    let group = q.len() / head_dim;
-    let lo = if window > 0 {
-        (pos + 1).saturating_sub(window)
-    } else {
-        0
+    let n = q.len();
+    attend_block(
+        cache, l, g, head_dim, q, n, n, pos, window, scale, out, s, isa,
+    )
+}
+
+/// [`attend_group`] for a block of consecutive tokens at `pos0, pos0 + 1, ..`: row `i` of
+/// `q` (stride `q_stride`, `len` values) is the token at `pos0 + i`, its output goes to
+/// `out[i·len..]`. Each cached K and V row is converted once for the whole block.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_block(
+    cache: &KvCache,
+    l: usize,
+    g: usize,
+    head_dim: usize,
+    q: &[f32],
+    q_stride: usize,
+    len: usize,
+    pos0: usize,
+    window: usize,
+    scale: f32,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2 && isa.is_available() {
+        // SAFETY: AVX2, FMA and F16C are present (`is_available`).
+        return unsafe {
+            attend_avx2(
+                cache, l, g, head_dim, q, q_stride, len, pos0, window, scale, out, s,
+            )
+        };
+    }
+    attend_body(
+        cache, l, g, head_dim, q, q_stride, len, pos0, window, scale, out, s, isa,
+    )
+}
+
+/// [`attend_body`] compiled for AVX2 (the loops vectorize 8-wide).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_avx2(
+    cache: &KvCache,
+    l: usize,
+    g: usize,
+    head_dim: usize,
+    q: &[f32],
+    q_stride: usize,
+    len: usize,
+    pos0: usize,
+    window: usize,
+    scale: f32,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+) {
+    attend_body(
+        cache,
+        l,
+        g,
+        head_dim,
+        q,
+        q_stride,
+        len,
+        pos0,
+        window,
+        scale,
+        out,
+        s,
+        Isa::Avx2,
+    )
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attend_body(
+    cache: &KvCache,
+    l: usize,
+    g: usize,
+    head_dim: usize,
+    q: &[f32],
+    q_stride: usize,
+    len: usize,
+    pos0: usize,
+    window: usize,
+    scale: f32,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
+) {
+    let heads = len / head_dim;
+    let bt = out.len() / len;
+    let lo_of = |pos: usize| {
+        if window > 0 {
+            (pos + 1).saturating_sub(window)
+        } else {
+            0
+        }
     };
-    let n = pos + 1 - lo;
+    let lo = lo_of(pos0);
+    let hi = pos0 + bt; // exclusive
+    let n = hi - lo;
     let off = g * head_dim;
-    s.scores.resize(group * n, 0.0);
+    s.scores.resize(bt * heads * n, 0.0);
     s.row.resize(head_dim, 0.0);
+    // Token i sees keys lo_of(pos0 + i)..=pos0 + i: columns vis(i) of its score rows.
+    let vis = |i: usize| lo_of(pos0 + i) - lo..pos0 + i + 1 - lo;
     for j in 0..n {
         cache.read_k(l, lo + j, off, &mut s.row);
-        for h in 0..group {
-            let qh = &q[h * head_dim..(h + 1) * head_dim];
-            s.scores[h * n + j] = crate::linear::dot_f32(qh, &s.row) * scale;
+        for i in 0..bt {
+            if !vis(i).contains(&j) {
+                continue;
+            }
+            let qi = &q[i * q_stride..i * q_stride + len];
+            for h in 0..heads {
+                let qh = &qi[h * head_dim..(h + 1) * head_dim];
+                s.scores[(i * heads + h) * n + j] = dot(qh, &s.row) * scale;
+            }
         }
     }
-    for h in 0..group {
-        crate::ops_fallback::softmax(&mut s.scores[h * n..(h + 1) * n]);
+    for i in 0..bt {
+        let v = vis(i);
+        for h in 0..heads {
+            let r = (i * heads + h) * n;
+            pocket_kernels::ops::softmax::softmax_with(isa, &mut s.scores[r + v.start..r + v.end]);
+        }
     }
     out.fill(0.0);
     for j in 0..n {
         cache.read_v(l, lo + j, off, &mut s.row);
-        for h in 0..group {
-            let p = s.scores[h * n + j];
-            let o = &mut out[h * head_dim..(h + 1) * head_dim];
-            for (o, &v) in o.iter_mut().zip(&s.row) {
-                *o += p * v;
+        for i in 0..bt {
+            if !vis(i).contains(&j) {
+                continue;
+            }
+            for h in 0..heads {
+                let p = s.scores[(i * heads + h) * n + j];
+                let o = &mut out[i * len + h * head_dim..i * len + (h + 1) * head_dim];
+                for (o, &v) in o.iter_mut().zip(&s.row) {
+                    *o += p * v;
+                }
             }
         }
     }
+}
+
+/// f32 dot product with 16 independent partial sums (vectorizes without fast-math).
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
 }
 
 #[cfg(test)]
@@ -102,6 +236,64 @@ mod tests {
     }
 
     #[test]
+    fn block_attention_matches_one_token_at_a_time() {
+        let (n_kv, group, hd, n_ctx) = (2, 2, 8, 24);
+        let kv_dim = n_kv * hd;
+        let mut seed = 11u64;
+        let mut cache = KvCache::new(1, n_ctx, kv_dim, KvType::F16);
+        for p in 0..n_ctx {
+            let k: Vec<f32> = (0..kv_dim).map(|_| rng(&mut seed)).collect();
+            let v: Vec<f32> = (0..kv_dim).map(|_| rng(&mut seed)).collect();
+            cache.write(0, p, &k, &v);
+        }
+        let mut s = AttnScratch::default();
+        let isa = Isa::active();
+        let (len, stride) = (group * hd, 3 * group * hd);
+        for (pos0, bt, window) in [(0, 5, 0), (3, 8, 0), (10, 7, 4), (2, 3, 1), (16, 8, 0)] {
+            let q: Vec<f32> = (0..bt * stride).map(|_| rng(&mut seed) * 2.0).collect();
+            let mut out = vec![0.0; bt * len];
+            attend_block(
+                &cache,
+                0,
+                1,
+                hd,
+                &q[hd..],
+                stride,
+                len,
+                pos0,
+                window,
+                0.3,
+                &mut out,
+                &mut s,
+                isa,
+            );
+            for i in 0..bt {
+                let mut one = vec![0.0; len];
+                let qi = &q[hd + i * stride..hd + i * stride + len];
+                attend_group(
+                    &cache,
+                    0,
+                    1,
+                    hd,
+                    qi,
+                    pos0 + i,
+                    window,
+                    0.3,
+                    &mut one,
+                    &mut s,
+                    isa,
+                );
+                for x in 0..len {
+                    assert!(
+                        (out[i * len + x] - one[x]).abs() < 1e-5,
+                        "pos0 {pos0} i {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn grouped_attention_matches_naive_per_head() {
         let (n_kv, group, hd, n_ctx) = (2, 3, 8, 20);
         let kv_dim = n_kv * hd;
@@ -121,7 +313,19 @@ mod tests {
             for g in 0..n_kv {
                 let q: Vec<f32> = (0..group * hd).map(|_| rng(&mut seed) * 2.0).collect();
                 let mut out = vec![0.0; group * hd];
-                attend_group(&cache, 0, g, hd, &q, pos, window, 0.35, &mut out, &mut s);
+                attend_group(
+                    &cache,
+                    0,
+                    g,
+                    hd,
+                    &q,
+                    pos,
+                    window,
+                    0.35,
+                    &mut out,
+                    &mut s,
+                    Isa::active(),
+                );
                 let kh: Vec<Vec<f32>> = ks
                     .iter()
                     .map(|k| k[g * hd..(g + 1) * hd].to_vec())

@@ -9,21 +9,25 @@
 //! Then, for the rows that need logits only: final RMSNorm → LM head (→ softcap).
 //!
 //! A batch of tokens (prefill) goes through each matrix as one gemm; one token (decode)
-//! as gemv split by output panels. Every matmul / attention step is one pool `run`.
+//! as gemv split by output panels. Every matmul / attention step is one pool `run` (decode:
+//! QKV, attention, output, gate/up, down per layer). Element-wise ops are the SIMD
+//! `pocket_kernels::ops`; RoPE reads per-session cos/sin tables. In the last layer only
+//! the rows that need logits go past the KV-cache write.
 
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use pocket_kernels::ops::rope::{RopeMode, RopeTable};
+use pocket_kernels::ops::{activation, norm, rope};
 use pocket_kernels::{formats, Isa};
 
-use crate::attention::{attend_group, AttnScratch};
-use crate::config::{Config, ConfigError, FfnAct};
+use crate::attention::{attend_block, AttnScratch};
+use crate::config::{Config, ConfigError, FfnAct, RopeType};
 use crate::gguf::{GgufError, GgufFile};
 use crate::kv_cache::{KvCache, KvType};
 use crate::linear::{Input, Linear};
-use crate::ops_fallback::{gelu_tanh, rms_norm, rms_norm_inplace, rope_apply, rope_cache, silu};
 use crate::threadpool::ThreadPool;
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use crate::weights::{GateUp, LoadOptions, Qkv, WeightError, Weights};
@@ -125,8 +129,19 @@ struct Bufs {
     u: Vec<f32>,
     h: Vec<f32>,
     logits: Vec<f32>,
-    cs: Vec<(f32, f32)>,
     inp: Input,
+    /// One attention scratch per pool thread.
+    scratch: Vec<Mutex<(AttnScratch, Vec<f32>)>>,
+}
+
+/// A raw output pointer shared by pool shares that write disjoint ranges.
+struct SharedOut(*mut f32);
+// SAFETY: every user writes a range no other share touches, and `run` joins before return.
+unsafe impl Sync for SharedOut {}
+impl SharedOut {
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
 }
 
 /// One sequence being evaluated: its KV cache, thread pool and buffers.
@@ -136,6 +151,9 @@ pub struct Session<'m> {
     pool: ThreadPool,
     pos: usize,
     b: Bufs,
+    /// RoPE cos/sin tables (one per distinct base) and each layer's table.
+    ropes: Vec<RopeTable>,
+    rope_of: Vec<usize>,
     /// `prefill` returns logits for every prompt row, not only the last.
     pub logits_all: bool,
 }
@@ -143,12 +161,34 @@ pub struct Session<'m> {
 impl<'m> Session<'m> {
     pub fn new(model: &'m Model<'m>, o: SessionOptions) -> Session<'m> {
         let c = &model.config;
+        let n_ctx = o.n_ctx.max(1);
+        let mut bases: Vec<f32> = Vec::new();
+        let rope_of = (0..c.n_layer)
+            .map(|l| {
+                let b = c.rope_base_of(l);
+                bases.iter().position(|&x| x == b).unwrap_or_else(|| {
+                    bases.push(b);
+                    bases.len() - 1
+                })
+            })
+            .collect();
+        let ropes = bases
+            .iter()
+            .map(|&b| RopeTable::with_freq_scale(c.n_rot, b, c.rope_freq_scale, n_ctx))
+            .collect();
+        let pool = ThreadPool::new(o.n_threads, o.pin);
+        let b = Bufs {
+            scratch: (0..pool.threads()).map(|_| Mutex::default()).collect(),
+            ..Bufs::default()
+        };
         Session {
             model,
-            cache: KvCache::new(c.n_layer, o.n_ctx.max(1), c.kv_dim(), o.kv_type),
-            pool: ThreadPool::new(o.n_threads, o.pin),
+            cache: KvCache::new(c.n_layer, n_ctx, c.kv_dim(), o.kv_type),
+            pool,
             pos: 0,
-            b: Bufs::default(),
+            b,
+            ropes,
+            rope_of,
             logits_all: false,
         }
     }
@@ -206,7 +246,22 @@ impl<'m> Session<'m> {
         let (e, qd, kvd, hd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim, c.n_ff);
         let isa = m.isa;
         let pos0 = self.pos;
-        let Session { cache, pool, b, .. } = self;
+        let Session {
+            cache,
+            pool,
+            b,
+            ropes,
+            rope_of,
+            ..
+        } = self;
+        let mode = match c.rope_type {
+            RopeType::Normal => RopeMode::Normal,
+            RopeType::Neox => RopeMode::Neox,
+        };
+        // Rows still live: every batch row until the last layer's attention, then only
+        // the rows that need logits (`trimmed`).
+        let mut tn = t_n;
+        let mut trimmed = false;
 
         // Embeddings.
         let (ety, edata) = m.weights.tok_embd;
@@ -220,11 +275,10 @@ impl<'m> Session<'m> {
                 row.iter_mut().for_each(|v| *v *= c.embd_scale);
             }
         }
-        b.xn.resize(t_n * e, 0.0);
 
         for (l, w) in m.weights.layers.iter().enumerate() {
             // Attention block.
-            norm_rows(&b.x, &w.attn_norm, c.eps, &mut b.xn, e);
+            norm_rows(isa, &b.x, &w.attn_norm, c.eps, &mut b.xn, e);
             b.q.resize(t_n * qd, 0.0);
             b.k.resize(t_n * kvd, 0.0);
             b.v.resize(t_n * kvd, 0.0);
@@ -253,85 +307,123 @@ impl<'m> Session<'m> {
                 add_rows(&mut b.k, bk);
                 add_rows(&mut b.v, bv);
             }
-            let base = c.rope_base_of(l);
+            let table = &ropes[rope_of[l]];
             for t in 0..t_n {
                 let pos = pos0 + t;
-                rope_cache(pos, c.n_rot, base, c.rope_freq_scale, &mut b.cs);
-                for h in b.q[t * qd..(t + 1) * qd].chunks_exact_mut(hd) {
-                    if let Some(qn) = &w.q_norm {
-                        rms_norm_inplace(h, qn, c.eps);
-                    }
-                    rope_apply(h, &b.cs, c.rope_type);
+                let qr = &mut b.q[t * qd..(t + 1) * qd];
+                if let Some(qn) = &w.q_norm {
+                    norm::rms_norm_heads_with(isa, qr, qn, c.eps);
                 }
-                for h in b.k[t * kvd..(t + 1) * kvd].chunks_exact_mut(hd) {
-                    if let Some(kn) = &w.k_norm {
-                        rms_norm_inplace(h, kn, c.eps);
-                    }
-                    rope_apply(h, &b.cs, c.rope_type);
+                rope::rope_with(isa, mode, qr, hd, table, pos);
+                let kr = &mut b.k[t * kvd..(t + 1) * kvd];
+                if let Some(kn) = &w.k_norm {
+                    norm::rms_norm_heads_with(isa, kr, kn, c.eps);
                 }
-                cache.write(
-                    l,
-                    pos,
-                    &b.k[t * kvd..(t + 1) * kvd],
-                    &b.v[t * kvd..(t + 1) * kvd],
-                );
+                rope::rope_with(isa, mode, kr, hd, table, pos);
+                cache.write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
             }
-            b.att.resize(t_n * qd, 0.0);
-            {
+            // The last layer attends (and goes on) with the rows that need logits only.
+            let ts = if l + 1 == c.n_layer && !want.is_empty() && want.len() < t_n {
+                trimmed = true;
+                want.clone()
+            } else {
+                0..t_n
+            };
+            let nt = ts.len();
+            b.att.resize(nt * qd, 0.0);
+            if nt > 0 {
                 let group = c.group();
                 let gw = group * hd;
                 let n_kv = c.n_head_kv;
                 let window = c.window_of(l);
-                let chunks: Vec<Mutex<&mut [f32]>> = b.att.chunks_mut(gw).map(Mutex::new).collect();
-                let total = chunks.len();
                 let nth = pool.threads();
-                let (q, cache) = (&b.q, &*cache);
+                // Work items (block of up to BT tokens, KV head, part of its query heads),
+                // dealt round-robin (later tokens see more keys). Few items (decode; one KV
+                // head, gemma3): the group's query heads are split so every thread has work.
+                const BT: usize = 8;
+                let nb = nt.div_ceil(BT);
+                let parts = if nb * n_kv >= 2 * nth {
+                    1
+                } else {
+                    (2 * nth).div_ceil(nb * n_kv).min(group)
+                };
+                let items = nb * n_kv * parts;
+                let out = SharedOut(b.att.as_mut_ptr());
+                let (q, cache, scratch) = (&b.q, &*cache, &b.scratch);
+                let t0 = ts.start;
                 pool.run(|i| {
-                    let mut s = AttnScratch::default();
-                    for idx in ThreadPool::split(total, nth, i) {
-                        let (t, g) = (idx / n_kv, idx % n_kv);
-                        let qs = &q[t * qd + g * gw..t * qd + (g + 1) * gw];
-                        let mut out = chunks[idx].lock().unwrap();
-                        attend_group(
+                    let mut guard = scratch[i].lock().unwrap();
+                    let (s, o) = &mut *guard;
+                    let mut idx = i;
+                    while idx < items {
+                        let (blk, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
+                        let (g, p) = (rest / parts, rest % parts);
+                        let hr = ThreadPool::split(group, parts, p);
+                        let tb = blk * BT..((blk + 1) * BT).min(nt);
+                        let t = t0 + tb.start;
+                        let (a, len) = (g * gw + hr.start * hd, hr.len() * hd);
+                        o.resize(tb.len() * len, 0.0);
+                        attend_block(
                             cache,
                             l,
                             g,
                             hd,
-                            qs,
+                            &q[t * qd + a..],
+                            qd,
+                            len,
                             pos0 + t,
                             window,
                             c.attn_scale,
-                            &mut out,
-                            &mut s,
+                            o,
+                            s,
+                            isa,
                         );
+                        for (k, r) in o.chunks_exact(len).enumerate() {
+                            // SAFETY: item (blk, g, p) owns att[tj·qd + a ..][..len] for its
+                            // rows tj (inside `att`, nt · qd long); items are disjoint.
+                            let dst = unsafe {
+                                std::slice::from_raw_parts_mut(
+                                    out.get().add((tb.start + k) * qd + a),
+                                    len,
+                                )
+                            };
+                            dst.copy_from_slice(r);
+                        }
+                        idx += nth;
                     }
                 });
             }
-            b.inp.set(&b.att, t_n, &[&w.wo]);
-            b.o.resize(t_n * e, 0.0);
+            if trimmed {
+                b.x.copy_within(ts.start * e..ts.end * e, 0);
+                b.x.truncate(nt * e);
+                tn = nt;
+            }
+            b.inp.set(&b.att, tn, &[&w.wo]);
+            b.o.resize(tn * e, 0.0);
             w.wo.forward(pool, &b.inp, &mut b.o, isa);
             if let Some(pn) = &w.post_attn_norm {
                 for r in b.o.chunks_exact_mut(e) {
-                    rms_norm_inplace(r, pn, c.eps);
+                    norm::rms_norm_inplace_with(isa, r, pn, c.eps);
                 }
             }
             add(&mut b.x, &b.o);
 
             // Feed-forward block.
-            norm_rows(&b.x, &w.ffn_norm, c.eps, &mut b.xn, e);
-            b.h.resize(t_n * ff, 0.0);
+            norm_rows(isa, &b.x, &w.ffn_norm, c.eps, &mut b.xn, e);
+            b.h.resize(tn * ff, 0.0);
             match &w.gate_up {
                 GateUp::SwiGlu(lin) => {
-                    b.inp.set(&b.xn, t_n, &[lin]);
+                    b.inp.set(&b.xn, tn, &[lin]);
                     lin.forward(pool, &b.inp, &mut b.h, isa);
                 }
                 GateUp::Stacked(lin) => {
-                    b.inp.set(&b.xn, t_n, &[lin]);
-                    b.g.resize(t_n * 2 * ff, 0.0);
+                    b.inp.set(&b.xn, tn, &[lin]);
+                    b.g.resize(tn * 2 * ff, 0.0);
                     lin.forward(pool, &b.inp, &mut b.g, isa);
-                    for t in 0..t_n {
+                    for t in 0..tn {
                         let r = &b.g[t * 2 * ff..(t + 1) * 2 * ff];
                         gate(
+                            isa,
                             c.ffn_act,
                             &r[..ff],
                             &r[ff..],
@@ -340,19 +432,19 @@ impl<'m> Session<'m> {
                     }
                 }
                 GateUp::Split { gate: wg, up: wu } => {
-                    b.inp.set(&b.xn, t_n, &[wg, wu]);
-                    b.g.resize(t_n * ff, 0.0);
-                    b.u.resize(t_n * ff, 0.0);
+                    b.inp.set(&b.xn, tn, &[wg, wu]);
+                    b.g.resize(tn * ff, 0.0);
+                    b.u.resize(tn * ff, 0.0);
                     wg.forward(pool, &b.inp, &mut b.g, isa);
                     wu.forward(pool, &b.inp, &mut b.u, isa);
-                    gate(c.ffn_act, &b.g, &b.u, &mut b.h);
+                    gate(isa, c.ffn_act, &b.g, &b.u, &mut b.h);
                 }
             }
-            b.inp.set(&b.h, t_n, &[&w.down]);
+            b.inp.set(&b.h, tn, &[&w.down]);
             w.down.forward(pool, &b.inp, &mut b.o, isa);
             if let Some(pn) = &w.post_ffw_norm {
                 for r in b.o.chunks_exact_mut(e) {
-                    rms_norm_inplace(r, pn, c.eps);
+                    norm::rms_norm_inplace_with(isa, r, pn, c.eps);
                 }
             }
             add(&mut b.x, &b.o);
@@ -366,8 +458,10 @@ impl<'m> Session<'m> {
             return Ok(&b.logits);
         }
         b.xn.resize(nw * e, 0.0);
-        for (j, t) in want.enumerate() {
-            rms_norm(
+        let rows = if trimmed { 0..nw } else { want };
+        for (j, t) in rows.enumerate() {
+            norm::rms_norm_with(
+                isa,
                 &b.x[t * e..(t + 1) * e],
                 &m.weights.output_norm,
                 c.eps,
@@ -386,9 +480,10 @@ impl<'m> Session<'m> {
     }
 }
 
-fn norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut [f32], e: usize) {
+fn norm_rows(isa: Isa, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>, e: usize) {
+    out.resize(x.len(), 0.0);
     for (xr, or) in x.chunks_exact(e).zip(out.chunks_exact_mut(e)) {
-        rms_norm(xr, w, eps, or);
+        norm::rms_norm_with(isa, xr, w, eps, or);
     }
 }
 
@@ -402,17 +497,12 @@ fn add_rows(x: &mut [f32], bias: &[f32]) {
     }
 }
 
-fn gate(act: FfnAct, g: &[f32], u: &[f32], h: &mut [f32]) {
+fn gate(isa: Isa, act: FfnAct, g: &[f32], u: &[f32], h: &mut [f32]) {
     match act {
-        FfnAct::Silu => {
-            for ((h, &g), &u) in h.iter_mut().zip(g).zip(u) {
-                *h = silu(g) * u;
-            }
-        }
+        FfnAct::Silu => activation::swiglu_with(isa, g, u, h),
         FfnAct::GeluTanh => {
-            for ((h, &g), &u) in h.iter_mut().zip(g).zip(u) {
-                *h = gelu_tanh(g) * u;
-            }
+            activation::gelu_with(isa, g, h);
+            h.iter_mut().zip(u).for_each(|(h, &u)| *h *= u);
         }
     }
 }

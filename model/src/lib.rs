@@ -3,7 +3,7 @@
 //! The data path, top to bottom: GGUF bytes ([`gguf`]) → hyper-parameters ([`config`]) →
 //! checked tensors ([`weights`]; matrices as [`linear::Linear`], repacked by
 //! pocket-kernels or zero-copy) → forward pass ([`forward`]: [`attention`] over the
-//! [`kv_cache`], element-wise [`ops_fallback`], split across the [`threadpool`]) →
+//! [`kv_cache`], element-wise ops from `pocket_kernels::ops`, split across the [`threadpool`]) →
 //! logits → sampler ([`sample_basic`]).
 
 pub mod attention;
@@ -13,7 +13,6 @@ pub mod forward;
 pub mod gguf;
 pub mod kv_cache;
 pub mod linear;
-pub mod ops_fallback;
 pub mod perplexity;
 pub mod sample_basic;
 pub mod sampler;

@@ -227,7 +227,7 @@ impl<'a> Weights<'a> {
             let (tq, bq) = raw(g, &n("attn_q.weight"));
             let (tk, bk) = raw(g, &n("attn_k.weight"));
             let (tv, bv) = raw(g, &n("attn_v.weight"));
-            let qkv = if o.pack && o.fuse && packable(tq) && tq == tk && tk == tv {
+            let qkv = if o.pack && o.fuse && packable(tq, c.n_embd) && tq == tk && tk == tv {
                 Qkv::Fused(Linear::Packed(
                     PackedMatrix::pack_stacked(
                         tq,
@@ -245,7 +245,7 @@ impl<'a> Weights<'a> {
             };
             let (tg, bg) = raw(g, &n("ffn_gate.weight"));
             let (tu, bu) = raw(g, &n("ffn_up.weight"));
-            let fusable = o.pack && o.fuse && packable(tg) && tg == tu;
+            let fusable = o.pack && o.fuse && packable(tg, c.n_embd) && tg == tu;
             let gate_up = if fusable && c.ffn_act == FfnAct::Silu {
                 GateUp::SwiGlu(Linear::Packed(
                     PackedMatrix::pack_swiglu(tg, bg, bu, c.n_ff, c.n_embd)
