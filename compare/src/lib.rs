@@ -17,6 +17,7 @@ pub mod history;
 pub mod inspect;
 pub mod llama_bench;
 pub mod plots;
+pub mod pocket_bench;
 pub mod receipt;
 pub mod report;
 pub mod sysinfo;
