@@ -16,6 +16,7 @@ pub mod gate;
 pub mod history;
 pub mod inspect;
 pub mod llama_bench;
+pub mod parity;
 pub mod plots;
 pub mod pocket_bench;
 pub mod receipt;

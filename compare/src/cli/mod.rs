@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod bench_cmd;
 pub mod compare_cmd;
+mod compare_run;
 mod inspect_cmd;
 pub mod perplexity_cmd;
 mod run_cmd;
