@@ -314,3 +314,33 @@ pub fn parse_pg(text: &str) -> Result<Test> {
         _ => Err(format!("-pg takes two numbers, `pp,tg` (got `{text}`)").into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_and_pg() {
+        assert_eq!(parse_list("-p", "512,128", false).unwrap(), [512, 128]);
+        assert_eq!(parse_list("-p", "0", true).unwrap(), [0]);
+        assert!(parse_list("-t", "0", false).is_err());
+        assert!(parse_list("-p", "1,,2", true).is_err());
+        assert_eq!(
+            parse_pg("512,128").unwrap(),
+            Test {
+                n_prompt: 512,
+                n_gen: 128
+            }
+        );
+        assert!(parse_pg("512").is_err());
+        assert!(parse_pg("1,2,3").is_err());
+    }
+
+    #[test]
+    fn ftype_names_are_llama_cpps() {
+        assert_eq!(ftype_name(3), Some("Q4_1"));
+        assert_eq!(ftype_name(15), Some("Q4_K - Medium"));
+        assert_eq!(ftype_name(7), Some("Q8_0"));
+        assert_eq!(ftype_name(999), None);
+    }
+}

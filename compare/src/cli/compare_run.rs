@@ -134,7 +134,11 @@ pub fn run(args: &CompareArgs) -> CliResult {
     );
     bar.enable_steady_tick(Duration::from_millis(500));
     let mut receipt = comparator::run(&plan, &pocket, &llama, receipt, |line| {
-        bar.println(line);
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
         bar.set_message(line.split(':').next().unwrap_or("").to_string());
         bar.inc(1);
     })?;
