@@ -132,12 +132,16 @@ fn write_json(rows: &[BenchRow]) -> String {
             "    \"samples_ns\": [ {} ],",
             join(&row.samples_ns, u64::to_string)
         );
-        let _ = writeln!(
+        let _ = write!(
             out,
             "    \"samples_ts\": [ {} ]",
             join(&row.samples_ts, |v| fmt_g6(*v))
         );
-        out.push_str("  }");
+        // Fields llama-bench does not have (pocket's load_ms, peak_rss_bytes) follow.
+        for (k, v) in &row.extra {
+            let _ = write!(out, ",\n    \"{}\": {v}", escape_json(k));
+        }
+        out.push_str("\n  }");
     }
     out.push_str("\n]\n");
     out
@@ -160,6 +164,9 @@ fn write_jsonl(rows: &[BenchRow]) -> String {
             "\"samples_ts\": [ {} ]",
             join(&row.samples_ts, |v| fmt_g6(*v))
         );
+        for (k, v) in &row.extra {
+            let _ = write!(out, ", \"{}\": {v}", escape_json(k));
+        }
         out.push_str("}\n");
     }
     out

@@ -1,7 +1,7 @@
 //! The seam between the comparator and an engine: one [`Engine::bench`] call is one
 //! repetition of one test in a fresh process, measured the same way for both engines.
 //! llama.cpp's implementation is [`LlamaCpp`]; pocket's (`pocket bench`) implements the
-//! same trait.
+//! same trait ([`Pocket`]).
 
 use std::fmt;
 use std::path::Path;
@@ -154,6 +154,100 @@ impl Engine for LlamaCpp {
         Ok(Sample {
             ts: row.avg_ts,
             peak_rss_bytes: run.stats.peak_rss_bytes,
+            wall_ms,
+            setup_ms: (wall_ms - timed_ms).max(0.0),
+            row,
+        })
+    }
+}
+
+/// pocket, through its own `pocket bench` (one process per repetition, `-r 1 -o json`),
+/// measured from outside exactly as llama-bench is.
+#[derive(Debug, Clone)]
+pub struct Pocket {
+    /// The `pocket` binary.
+    pub exe: std::path::PathBuf,
+}
+
+impl Pocket {
+    /// The running `pocket` binary.
+    pub fn current() -> Result<Pocket> {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find the running pocket binary: {e}"))?;
+        Ok(Pocket { exe })
+    }
+
+    /// The command line of one repetition.
+    pub fn args(model: &Path, test: Test, threads: u32) -> Vec<String> {
+        let mut args: Vec<String> = vec!["bench".into(), "-m".into(), model.display().to_string()];
+        if test.n_prompt > 0 && test.n_gen > 0 {
+            args.extend([
+                "-p".into(),
+                "0".into(),
+                "-n".into(),
+                "0".into(),
+                "-pg".into(),
+                format!("{},{}", test.n_prompt, test.n_gen),
+            ]);
+        } else {
+            args.extend([
+                "-p".into(),
+                test.n_prompt.to_string(),
+                "-n".into(),
+                test.n_gen.to_string(),
+            ]);
+        }
+        args.extend([
+            "-t".into(),
+            threads.to_string(),
+            "-r".into(),
+            "1".into(),
+            "-o".into(),
+            "json".into(),
+        ]);
+        args
+    }
+}
+
+impl Engine for Pocket {
+    fn name(&self) -> &str {
+        "pocket"
+    }
+
+    fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
+        if !model.is_file() {
+            return Err(format!("model {} not found", model.display()).into());
+        }
+        let args = Pocket::args(model, test, threads);
+        let mut cmd = std::process::Command::new(&self.exe);
+        cmd.args(&args);
+        let stats = llama_bench::run_measured(cmd)?;
+        if stats.exit_code != Some(0) {
+            let tail: Vec<&str> = stats.stderr.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(format!(
+                "{} {} failed ({}):\n{}",
+                self.exe.display(),
+                args.join(" "),
+                stats
+                    .exit_code
+                    .map_or("killed by a signal".into(), |c| format!("exit {c}")),
+                tail.join("\n")
+            )
+            .into());
+        }
+        let rows = crate::bench_format::parse(&stats.stdout, Format::Json)?;
+        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| {
+            format!(
+                "pocket bench printed {} rows for one test, expected 1",
+                rows.len()
+            )
+        })?;
+        let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
+        let wall_ms = stats.wall.as_secs_f64() * 1e3;
+        Ok(Sample {
+            ts: row.avg_ts,
+            peak_rss_bytes: stats.peak_rss_bytes,
             wall_ms,
             setup_ms: (wall_ms - timed_ms).max(0.0),
             row,

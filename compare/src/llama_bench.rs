@@ -157,7 +157,9 @@ pub fn run(tools: &LlamaTools, args: &BenchArgs) -> Result<BenchRun> {
 }
 
 /// Runs `cmd` to completion with its output captured, and measures its wall time and
-/// peak RSS (reaped with `wait4`, whose rusage is the child's alone).
+/// peak RSS (reaped with `wait4`, whose rusage is the child's alone). On Linux the child's
+/// `ru_maxrss` is at least the caller's own peak RSS at spawn time (exec records the old
+/// mm's high-water mark), so measure from a small process.
 pub fn run_measured(mut cmd: Command) -> Result<ProcessStats> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -224,6 +224,13 @@ fn args() -> CompareArgs {
         fail_below: 0.95,
         report: None,
         results: None,
+        model: Vec::new(),
+        threads: None,
+        n_prompt: "512".into(),
+        n_gen: "128".into(),
+        reps: 5,
+        no_parity: false,
+        no_bandwidth: false,
     }
 }
 
@@ -294,7 +301,10 @@ fn cli_parses_compare_modes() {
         T::try_parse_from(["t", "--baseline", "a.json"]).is_err(),
         "needs --current"
     );
-    assert!(T::try_parse_from(["t"]).is_err(), "needs a mode");
+    // No mode: a live comparison (default models); its flags do not mix with the modes.
+    assert!(T::try_parse_from(["t"]).is_ok());
+    assert!(T::try_parse_from(["t", "-m", "a.gguf", "--report", "r.json"]).is_err());
+    assert!(T::try_parse_from(["t", "-r", "3", "--history", "results"]).is_err());
     assert!(T::try_parse_from(["t", "--history", "results"]).is_ok());
 }
 

@@ -1,5 +1,9 @@
-//! `pocket compare`: the comparator's work on stored receipts.
+//! `pocket compare`: pocket against llama.cpp, or the comparator's work on stored receipts.
 //!
+//!   pocket compare [-m MODEL...] [-t 2[,1]] [-p 512] [-n 128] [-r 5] [--results DIR] [--no-parity]
+//!       every (model, test, threads) on both engines, repetitions interleaved, each one a
+//!       fresh process; a parity line per model; writes results/<date>-<machine>/. Without
+//!       -m: the fixture models and the three synthetic MNN-Pocket models (made if missing).
 //!   pocket compare --history results/ [--out FILE]          trend page (HTML, inline SVG)
 //!   pocket compare --baseline R --current R [--fail-below X]  regression gate (exit 1 on a drop)
 //!   pocket compare --report R [--results DIR]                 results/<date>-<machine>/ from R
@@ -13,8 +17,44 @@ use crate::receipt::Receipt;
 use crate::{gate, history, report};
 
 #[derive(Args, Debug, Clone)]
-#[command(group(ArgGroup::new("mode").required(true).args(["history", "baseline", "report"])))]
+#[command(group(ArgGroup::new("mode").args(["history", "baseline", "report"])))]
 pub struct CompareArgs {
+    /// Models to compare; repeat -m or separate with commas (default: fixtures + synthetic).
+    #[arg(short, long = "model", value_delimiter = ',', conflicts_with = "mode")]
+    pub model: Vec<PathBuf>,
+    /// Thread counts, comma-separated (default: physical cores).
+    #[arg(short = 't', long = "threads", conflicts_with = "mode")]
+    pub threads: Option<String>,
+    /// Prompt lengths (pp tests), comma-separated; 0 for none.
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        default_value = "512",
+        conflicts_with = "mode"
+    )]
+    pub n_prompt: String,
+    /// Generation lengths (tg tests), comma-separated; 0 for none.
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        default_value = "128",
+        conflicts_with = "mode"
+    )]
+    pub n_gen: String,
+    /// Repetitions per engine, each a fresh process.
+    #[arg(
+        short = 'r',
+        long = "repetitions",
+        default_value_t = 5,
+        conflicts_with = "mode"
+    )]
+    pub reps: u32,
+    /// Skip the parity measurements (perplexity, greedy tokens).
+    #[arg(long, conflicts_with = "mode")]
+    pub no_parity: bool,
+    /// Skip the memory bandwidth probe (no roofline).
+    #[arg(long, conflicts_with = "mode")]
+    pub no_bandwidth: bool,
     /// Write an HTML page of trends across the receipts stored under DIR.
     #[arg(long, value_name = "DIR")]
     pub history: Option<PathBuf>,
@@ -33,8 +73,8 @@ pub struct CompareArgs {
     /// Write the results directory (receipt.json, results.csv, report.md, SVGs) of RECEIPT.
     #[arg(long, value_name = "RECEIPT")]
     pub report: Option<PathBuf>,
-    /// Where --report writes (default: results).
-    #[arg(long, value_name = "DIR", requires = "report")]
+    /// Where a comparison or --report writes its results directory (default: results).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["history", "baseline"])]
     pub results: Option<PathBuf>,
 }
 
@@ -75,5 +115,5 @@ pub fn run(args: CompareArgs) -> CliResult {
         println!("{}", dir.display());
         return Ok(());
     }
-    Err("nothing to do: give --history, --baseline/--current or --report".into())
+    super::compare_run::run(&args)
 }

@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod bench_cmd;
 pub mod compare_cmd;
+mod compare_run;
 mod inspect_cmd;
 pub mod perplexity_cmd;
 mod run_cmd;
@@ -27,7 +29,9 @@ enum Command {
     Inspect(inspect_cmd::InspectArgs),
     /// Write a GGUF of a published shape (or a custom one) with seeded random weights.
     Synth(synth_cmd::SynthArgs),
-    /// Work on stored comparison receipts: trend page, regression gate, results directory.
+    /// llama-bench's tests (pp, tg, pp+tg) on pocket, printed as llama-bench rows.
+    Bench(bench_cmd::BenchArgs),
+    /// Compare pocket with llama.cpp (speed, memory, parity), or work on stored receipts: trend page, regression gate, results directory.
     Compare(compare_cmd::CompareArgs),
     /// Generate text from a prompt (greedy at --temp 0), with timings on stderr.
     Run(run_cmd::RunArgs),
@@ -36,10 +40,13 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // llama-bench spells its prompt+generation flag `-pg`; clap knows it as `--pg`.
+    let args = std::env::args_os().map(|a| if a == "-pg" { "--pg".into() } else { a });
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Inspect(args) => inspect_cmd::run(args),
         Command::Synth(args) => synth_cmd::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
         Command::Perplexity(args) => perplexity_cmd::run(args),

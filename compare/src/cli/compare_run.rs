@@ -1,0 +1,230 @@
+//! `pocket compare` with models: the live comparison (see `compare_cmd`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::compare_cmd::CompareArgs;
+use super::CliResult;
+use crate::comparator::{self, Plan};
+use crate::engine::{LlamaCpp, Pocket, Test};
+use crate::llama_bench::cache_dir;
+use crate::pocket_bench::{default_threads, parse_list};
+use crate::receipt::Derived;
+use crate::{parity, report};
+
+/// The fixture models (fetched by `tests/fixtures.sh`).
+pub const FIXTURES: [&str; 2] = [
+    "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "gemma-3-270m-q4_k_m.gguf",
+];
+/// The synthetic MNN-Pocket models, by quantization type.
+pub const SYNTH_TYPES: [&str; 3] = ["q4_0", "q4_1", "q8_0"];
+
+/// `<cache>/models/mnn-pocket-0.3b-synth-<type>.gguf`.
+pub fn synth_path(ty: &str) -> PathBuf {
+    cache_dir()
+        .join("models")
+        .join(format!("mnn-pocket-0.3b-synth-{ty}.gguf"))
+}
+
+/// The default model list: fixtures present in the cache (a warning for the missing) and
+/// the synthetic models, written with `pocket synth` when missing.
+fn default_models(pocket: &Pocket) -> crate::Result<Vec<PathBuf>> {
+    let mut models = Vec::new();
+    for f in FIXTURES {
+        let p = cache_dir().join("models").join(f);
+        if p.is_file() {
+            models.push(p);
+        } else {
+            eprintln!(
+                "warning: fixture {} missing (fetch it with `bash tests/fixtures.sh`); skipped",
+                p.display()
+            );
+        }
+    }
+    for ty in SYNTH_TYPES {
+        let p = synth_path(ty);
+        if !p.is_file() {
+            eprintln!("writing {} with pocket synth ...", p.display());
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let status = Command::new(&pocket.exe)
+                .args(["synth", "--preset", "mnn-pocket-0.3b", "--type", ty, "-o"])
+                .arg(&p)
+                .status()
+                .map_err(|e| format!("cannot run pocket synth: {e}"))?;
+            if !status.success() {
+                return Err(format!("pocket synth for {} failed ({status})", p.display()).into());
+            }
+        }
+        models.push(p);
+    }
+    Ok(models)
+}
+
+fn tests_of(args: &CompareArgs) -> crate::Result<Vec<Test>> {
+    let mut tests = Vec::new();
+    for p in parse_list("-p", &args.n_prompt, true)? {
+        if p > 0 {
+            tests.push(Test::pp(p));
+        }
+    }
+    for n in parse_list("-n", &args.n_gen, true)? {
+        if n > 0 {
+            tests.push(Test::tg(n));
+        }
+    }
+    if tests.is_empty() {
+        return Err("no tests: every -p and -n value is 0".into());
+    }
+    Ok(tests)
+}
+
+pub fn run(args: &CompareArgs) -> CliResult {
+    if args.reps == 0 {
+        return Err("-r must be at least 1".into());
+    }
+    let tests = tests_of(args)?;
+    let threads = match &args.threads {
+        Some(t) => parse_list("-t", t, false)?,
+        None => vec![default_threads()],
+    };
+    // llama.cpp first: its absence is the most likely failure, and says how to fix it.
+    let llama = LlamaCpp::locate()?;
+    for tool in ["llama-perplexity", "llama-completion"] {
+        if !args.no_parity {
+            llama.tools.tool(tool)?;
+        }
+    }
+    let pocket = Pocket::current()?;
+    let models = if args.model.is_empty() {
+        default_models(&pocket)?
+    } else {
+        for m in &args.model {
+            if !m.is_file() {
+                return Err(format!("model {} not found", m.display()).into());
+            }
+        }
+        args.model.clone()
+    };
+    let plan = Plan {
+        models: models.clone(),
+        tests,
+        threads: threads.clone(),
+        reps: args.reps,
+    };
+
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let receipt = comparator::new_receipt(None, &repo);
+
+    let total = (plan.models.len() * plan.tests.len() * plan.threads.len()) as u64
+        * u64::from(plan.reps)
+        * 2;
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} runs (eta {eta}) {wide_msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(500));
+    let mut receipt = comparator::run(&plan, &pocket, &llama, receipt, |line| {
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
+        bar.set_message(line.split(':').next().unwrap_or("").to_string());
+        bar.inc(1);
+    })?;
+    bar.finish_with_message("done");
+
+    // The bandwidth probe (a large buffer) and parity (models loaded here) come after the
+    // timed runs: Linux carries a parent's peak RSS into each child it starts (exec records
+    // the old mm's high-water mark), so this process must stay small while it measures.
+    if !args.no_bandwidth {
+        let sp = spinner("probing read bandwidth");
+        let bw = crate::bandwidth::probe_default();
+        sp.finish_with_message(format!(
+            "read bandwidth {:.1} GB/s (1 thread), {:.1} GB/s ({} threads)",
+            bw.single_gbs, bw.multi_gbs, bw.threads
+        ));
+        for c in &mut receipt.results {
+            c.derived = Derived::compute(
+                &c.pocket,
+                &c.llama_cpp,
+                c.test,
+                c.threads,
+                c.model_bytes,
+                Some(&bw),
+            );
+        }
+        receipt.machine.bandwidth = Some(bw);
+        receipt.validate()?;
+    }
+
+    if !args.no_parity {
+        let t = threads.iter().copied().max().unwrap_or(1);
+        for m in &models {
+            let sp = spinner(&format!(
+                "parity on {}",
+                m.file_name().unwrap_or_default().to_string_lossy()
+            ));
+            let (p, warnings) = parity::measure(&llama.tools, m, t);
+            sp.finish_and_clear();
+            for w in warnings {
+                eprintln!("warning: parity: {w}");
+            }
+            println!("{}", parity_line(&p));
+            receipt.parity.push(p);
+        }
+    }
+
+    let root = args.results.clone().unwrap_or_else(|| "results".into());
+    let dir = report::write_results_dir(&receipt, &root)?;
+    println!();
+    for c in &receipt.results {
+        let d = &c.derived;
+        println!(
+            "{:<40} {:>7} t{}  pocket {:>9.2} t/s  llama.cpp {:>9.2} t/s  speedup {:.3}  RSS {:.0} vs {:.0} MiB",
+            c.model,
+            c.test.to_string(),
+            c.threads,
+            d.pocket_ts_mean,
+            d.llama_cpp_ts_mean,
+            d.speedup,
+            d.pocket_peak_rss_bytes as f64 / (1 << 20) as f64,
+            d.llama_cpp_peak_rss_bytes as f64 / (1 << 20) as f64,
+        );
+    }
+    println!("{}", dir.display());
+    Ok(())
+}
+
+/// `parity MODEL: ppl pocket X / llama.cpp Y, greedy N tokens, Z% identical`.
+pub fn parity_line(p: &crate::receipt::Parity) -> String {
+    let f = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.4}"));
+    format!(
+        "parity {}: ppl pocket {} / llama.cpp {} (c={}, {} chunks); greedy {} tokens, {} identical",
+        p.model,
+        f(p.perplexity_pocket),
+        f(p.perplexity_llama_cpp),
+        parity::PPL_CTX,
+        parity::PPL_CHUNKS,
+        p.greedy_tokens.map_or("—".into(), |n| n.to_string()),
+        p.greedy_identical_share
+            .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s)),
+    )
+}
+
+fn spinner(msg: &str) -> ProgressBar {
+    let sp = ProgressBar::new_spinner();
+    sp.set_message(msg.to_string());
+    sp.enable_steady_tick(Duration::from_millis(200));
+    sp
+}

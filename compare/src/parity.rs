@@ -1,0 +1,213 @@
+//! Output parity of pocket and llama.cpp on one model, kept deliberately simple:
+//!
+//! - **Perplexity**: `tests/data/ppl_text.txt` (built into the binary) with a context of
+//!   [`PPL_CTX`] tokens over the first [`PPL_CHUNKS`] chunks, by pocket's library
+//!   (`pocket perplexity`'s method) and by `llama-perplexity -c 128 --chunks 4`.
+//! - **Greedy tokens**: [`GREEDY_TOKENS`] greedy tokens after each of [`PROMPTS`], by pocket's
+//!   `Session` and by `llama-completion -n 16 --temp 0 -no-cnv`. llama.cpp's printed
+//!   continuation (its stdout minus the echoed prompt) is tokenized with pocket's tokenizer
+//!   and compared id by id with pocket's own ids; the share is the number of leading
+//!   identical tokens (agreement up to the first divergence) over all tokens compared.
+//!   Retokenizing text can split a token differently from how it was generated, so the
+//!   share is a lower bound on the engines' agreement.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use pocket_model::perplexity::perplexity;
+use pocket_model::sample_basic::argmax;
+use pocket_model::{Model, Session, SessionOptions};
+
+use crate::llama_bench::LlamaTools;
+use crate::receipt::Parity;
+use crate::Result;
+
+/// The perplexity text.
+pub const PPL_TEXT: &str = include_str!("../../tests/data/ppl_text.txt");
+pub const PPL_CTX: usize = 128;
+pub const PPL_CHUNKS: usize = 4;
+pub const GREEDY_TOKENS: usize = 16;
+pub const PROMPTS: [&str; 2] = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+];
+
+/// Both engines' parity figures on `model_path` (`None` fields where one side failed; the
+/// reasons are returned as warnings).
+pub fn measure(tools: &LlamaTools, model_path: &Path, threads: u32) -> (Parity, Vec<String>) {
+    let name = model_path.file_name().map_or_else(
+        || model_path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut p = Parity {
+        model: name.clone(),
+        perplexity_pocket: None,
+        perplexity_llama_cpp: None,
+        greedy_tokens: None,
+        greedy_identical_share: None,
+    };
+    let mut warnings = Vec::new();
+    let mut warn = |what: &str, e: crate::Error| warnings.push(format!("{name}: {what}: {e}"));
+    let model = match Model::load(model_path) {
+        Ok(m) => m,
+        Err(e) => {
+            warn("pocket cannot load the model", e.into());
+            return (p, warnings);
+        }
+    };
+    match perplexity(
+        &model,
+        PPL_TEXT,
+        PPL_CTX,
+        Some(threads as usize),
+        Some(PPL_CHUNKS),
+        |_, _| {},
+    ) {
+        Ok(r) => p.perplexity_pocket = Some(r.ppl),
+        Err(e) => warn("pocket perplexity", e.into()),
+    }
+    match llama_perplexity(tools, model_path, threads) {
+        Ok(v) => p.perplexity_llama_cpp = Some(v),
+        Err(e) => warn("llama-perplexity", e),
+    }
+    let (mut same, mut total) = (0usize, 0usize);
+    let mut ok = true;
+    for prompt in PROMPTS {
+        let ours = match pocket_greedy(&model, prompt, threads) {
+            Ok(v) => v,
+            Err(e) => {
+                warn("pocket greedy", e);
+                ok = false;
+                break;
+            }
+        };
+        let theirs = match llama_greedy(tools, model_path, prompt, threads) {
+            Ok(text) => model.tokenizer.encode(&text, false, false),
+            Err(e) => {
+                warn("llama-completion", e);
+                ok = false;
+                break;
+            }
+        };
+        same += ours.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
+        total += ours.len().max(1);
+    }
+    if ok && total > 0 {
+        p.greedy_tokens = Some(total as u32);
+        p.greedy_identical_share = Some(same as f64 / total as f64);
+    }
+    (p, warnings)
+}
+
+/// pocket's greedy continuation ids (stops early at end of generation).
+pub fn pocket_greedy(model: &Model, prompt: &str, threads: u32) -> Result<Vec<u32>> {
+    let tok = &model.tokenizer;
+    let ids = tok.encode(prompt, true, true);
+    let mut s = Session::new(
+        model,
+        SessionOptions {
+            n_ctx: ids.len() + GREEDY_TOKENS + 1,
+            n_threads: threads.max(1) as usize,
+            ..Default::default()
+        },
+    );
+    let mut next = argmax(s.prefill(&ids)?);
+    let mut out = Vec::new();
+    for i in 0..GREEDY_TOKENS {
+        if tok.is_eog(next) {
+            break;
+        }
+        out.push(next);
+        if i + 1 < GREEDY_TOKENS {
+            next = argmax(s.decode(next)?);
+        }
+    }
+    Ok(out)
+}
+
+fn output_of(cmd: &mut Command, what: &str) -> Result<(String, String)> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
+        return Err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        )
+        .into());
+    }
+    Ok((stdout, stderr))
+}
+
+/// `llama-perplexity`'s final estimate on the same text, context and chunks.
+pub fn llama_perplexity(tools: &LlamaTools, model: &Path, threads: u32) -> Result<f64> {
+    let dir = std::env::temp_dir().join(format!("pocket-parity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let text = dir.join("ppl_text.txt");
+    std::fs::write(&text, PPL_TEXT)?;
+    let mut cmd = Command::new(tools.tool("llama-perplexity")?);
+    cmd.arg("-m").arg(model).arg("-f").arg(&text).args([
+        "-c",
+        &PPL_CTX.to_string(),
+        "--chunks",
+        &PPL_CHUNKS.to_string(),
+        "-t",
+        &threads.to_string(),
+    ]);
+    let r = output_of(&mut cmd, "llama-perplexity");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (stdout, stderr) = r?;
+    parse_final_estimate(&(stdout + &stderr))
+        .ok_or_else(|| "no `Final estimate: PPL = ` in llama-perplexity's output".into())
+}
+
+/// The number after `Final estimate: PPL = ` in llama-perplexity's output.
+pub fn parse_final_estimate(text: &str) -> Option<f64> {
+    let line = text
+        .lines()
+        .find(|l| l.contains("Final estimate: PPL = "))?;
+    line.split("PPL = ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// llama.cpp's greedy continuation text (its stdout without the echoed prompt and the
+/// ` [end of text]` marker).
+pub fn llama_greedy(
+    tools: &LlamaTools,
+    model: &Path,
+    prompt: &str,
+    threads: u32,
+) -> Result<String> {
+    let mut cmd = Command::new(tools.tool("llama-completion")?);
+    cmd.arg("-m").arg(model).args([
+        "-p",
+        prompt,
+        "-n",
+        &GREEDY_TOKENS.to_string(),
+        "--temp",
+        "0",
+        "-no-cnv",
+        "-c",
+        "256",
+        "-t",
+        &threads.to_string(),
+    ]);
+    let (stdout, _) = output_of(&mut cmd, "llama-completion")?;
+    let text = stdout.strip_prefix(prompt).ok_or_else(|| {
+        format!("llama-completion's output does not start with the prompt: {stdout:?}")
+    })?;
+    let text = text.trim_end_matches('\n');
+    Ok(text
+        .strip_suffix(" [end of text]")
+        .unwrap_or(text)
+        .to_string())
+}

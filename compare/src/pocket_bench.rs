@@ -1,0 +1,346 @@
+//! `pocket bench`: llama-bench's method on pocket's engine, printing llama-bench's rows.
+//!
+//! - `pp<N>`: one batch of N random tokens from an empty cache, logits for the last row.
+//! - `tg<N>`: N single-token decodes from an empty cache.
+//! - `pp<P>+tg<G>`: both, timed together.
+//!
+//! As in llama-bench (`tools/llama-bench/llama-bench.cpp`), each test starts with a warm-up
+//! (the prompt once if it has one, one decoded token if it generates), and every repetition
+//! starts from a cleared cache. Rows carry llama-bench's field names and values
+//! (`model_type` as llama.cpp's `llama_model_desc`, `cpu_info` as its CPU description), plus
+//! two fields of pocket's own, written in json/jsonl after `samples_ts`: `load_ms` (model
+//! load, mapping to ready) and `peak_rss_bytes` (the process's peak RSS when the row ended).
+
+use std::path::Path;
+use std::time::Instant;
+
+use pocket_model::gguf::{Gguf, GgufFile};
+use pocket_model::{Config, LoadOptions, Model, Session, SessionOptions};
+
+use crate::bench_row::BenchRow;
+use crate::engine::Test;
+use crate::receipt::utc_now;
+use crate::Result;
+
+/// What llama-bench reports about a model file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// `llama_model_desc`: `<arch> <size> <ftype>` (`llama 256M Q4_1`).
+    pub model_type: String,
+    /// Bytes of tensor data in the file (`llama_model_size`).
+    pub model_size: u64,
+    /// Parameters (`llama_model_n_params`).
+    pub model_n_params: u64,
+}
+
+/// llama.cpp's `llm_type` name for the architectures pocket runs (`load_arch_hparams` of
+/// `src/models/<arch>.cpp`), `?B` where llama.cpp does not know the shape.
+pub fn size_label(arch: &str, c: &Config) -> &'static str {
+    let (n_layer, n_embd) = (c.n_layer, c.n_embd);
+    match arch {
+        "llama" => match n_layer {
+            16 | 22 => "1B",
+            26 | 28 => "3B",
+            30 => "256M",
+            32 if c.n_vocab == 49152 => "3B",
+            32 if c.n_vocab < 40000 => "7B",
+            32 | 36 => "8B",
+            40 => "13B",
+            48 => "34B",
+            60 => "30B",
+            80 if c.n_head == c.n_head_kv => "65B",
+            80 => "70B",
+            _ => "?B",
+        },
+        "qwen2" => match n_layer {
+            24 if n_embd == 1024 => "0.5B",
+            24 => "1B",
+            28 if n_embd == 1536 => "1.5B",
+            28 | 32 => "7B",
+            36 => "3B",
+            40 if c.n_head == 20 => "4B",
+            40 => "13B",
+            48 => "14B",
+            64 => "32B",
+            80 => "70B",
+            _ => "?B",
+        },
+        "qwen3" => match n_layer {
+            28 if n_embd == 1024 => "0.6B",
+            28 => "1.7B",
+            36 if n_embd == 2560 => "4B",
+            36 => "8B",
+            40 => "14B",
+            64 => "32B",
+            _ => "?B",
+        },
+        "gemma3" => match n_layer {
+            18 => "270M",
+            26 => "1B",
+            32 => "8B",
+            34 => "4B",
+            48 => "12B",
+            62 => "27B",
+            _ => "?B",
+        },
+        _ => "?B",
+    }
+}
+
+/// llama.cpp's `llama_ftype_name` for `general.file_type`.
+pub fn ftype_name(ftype: u64) -> Option<&'static str> {
+    Some(match ftype {
+        0 => "all F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K - Medium",
+        11 => "Q3_K - Small",
+        12 => "Q3_K - Medium",
+        13 => "Q3_K - Large",
+        14 => "Q4_K - Small",
+        15 => "Q4_K - Medium",
+        16 => "Q5_K - Small",
+        17 => "Q5_K - Medium",
+        18 => "Q6_K",
+        21 => "Q2_K - Small",
+        25 => "IQ4_NL - 4.5 bpw",
+        30 => "IQ4_XS - 4.25 bpw",
+        32 => "BF16",
+        _ => return None,
+    })
+}
+
+impl ModelInfo {
+    pub fn of<B: AsRef<[u8]>>(g: &Gguf<B>, c: &Config) -> ModelInfo {
+        let arch = g
+            .get_str("general.architecture")
+            .map(|s| s.into_owned())
+            .unwrap_or_else(|_| c.arch.name().to_string());
+        let ftype = g
+            .get_u64("general.file_type")
+            .ok()
+            .and_then(ftype_name)
+            .unwrap_or("?");
+        ModelInfo {
+            model_type: format!("{arch} {} {ftype}", size_label(&arch, c)),
+            model_size: g.tensors().iter().map(|t| t.size).sum(),
+            model_n_params: g.tensors().iter().map(|t| t.n_elements()).sum(),
+        }
+    }
+}
+
+/// llama.cpp's CPU description: the CPU's brand string (`/proc/cpuinfo` model name).
+pub fn cpu_info() -> String {
+    crate::sysinfo::SysInfo::detect()
+        .cpu_model
+        .trim()
+        .to_string()
+}
+
+/// pocket's build commit as llama-bench prints its own: 7 hex digits (`POCKET_COMMIT`
+/// at build or run time overrides; `unknown` outside a git checkout).
+pub fn build_commit() -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let c = crate::sysinfo::pocket_commit(&repo);
+    if c == "unknown" {
+        return c;
+    }
+    let dirty = c.ends_with("-dirty");
+    let hash: String = c.chars().take(7).collect();
+    if dirty {
+        format!("{hash}-dirty")
+    } else {
+        hash
+    }
+}
+
+/// This process's peak resident set so far, in bytes.
+pub fn self_peak_rss() -> u64 {
+    // SAFETY: rusage is plain old data; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a live local.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    let unit: u64 = if cfg!(target_os = "macos") { 1 } else { 1024 };
+    usage.ru_maxrss.max(0) as u64 * unit
+}
+
+/// A loaded model ready to bench.
+pub struct Loaded {
+    pub model: Model<'static>,
+    pub info: ModelInfo,
+    pub filename: String,
+    pub load_ms: f64,
+}
+
+/// Maps and loads `path` (the file stays mapped for the rest of the process).
+pub fn load(path: &Path) -> Result<Loaded> {
+    if !path.is_file() {
+        return Err(format!("model {} not found", path.display()).into());
+    }
+    let t0 = Instant::now();
+    let file: &'static GgufFile = Box::leak(Box::new(
+        GgufFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?,
+    ));
+    let model = Model::from_gguf(file, LoadOptions::default())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let info = ModelInfo::of(file, &model.config);
+    Ok(Loaded {
+        model,
+        info,
+        filename: path.display().to_string(),
+        load_ms,
+    })
+}
+
+/// llama-bench's default thread count: the physical cores.
+pub fn default_threads() -> u32 {
+    let si = crate::sysinfo::SysInfo::detect();
+    si.physical_cores.unwrap_or(si.logical_cores).max(1)
+}
+
+/// A small deterministic generator for the random tokens of the tests.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as u32
+    }
+}
+
+/// Runs `test` `reps` times on `m` with `threads` threads and returns its row.
+pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<BenchRow> {
+    if reps == 0 {
+        return Err("-r must be at least 1".into());
+    }
+    let (n_prompt, n_gen) = (test.n_prompt as usize, test.n_gen as usize);
+    let n_vocab = m.model.config.n_vocab;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (n_prompt as u64) << 20 ^ n_gen as u64);
+    let mut session = Session::new(
+        &m.model,
+        SessionOptions {
+            n_ctx: (n_prompt + n_gen + 1).max(16),
+            n_threads: threads.max(1) as usize,
+            pin: true,
+            ..Default::default()
+        },
+    );
+    let first_gen = m
+        .model
+        .tokenizer
+        .bos()
+        .filter(|_| m.model.tokenizer.add_bos());
+    let run = |s: &mut Session, rng: &mut Rng, n_prompt: usize, n_gen: usize| -> Result<()> {
+        if n_prompt > 0 {
+            let tokens: Vec<u32> = (0..n_prompt).map(|_| rng.below(n_vocab)).collect();
+            s.prefill(&tokens)?;
+        }
+        let mut tok = first_gen.unwrap_or_else(|| rng.below(n_vocab));
+        for _ in 0..n_gen {
+            s.decode(tok)?;
+            tok = rng.below(n_vocab);
+        }
+        Ok(())
+    };
+    // Warm-up, as llama-bench: the prompt once, one generated token.
+    if n_prompt > 0 {
+        run(&mut session, &mut rng, n_prompt, 0)?;
+    }
+    if n_gen > 0 {
+        session.clear();
+        run(&mut session, &mut rng, 0, 1)?;
+    }
+    let mut samples_ns = Vec::with_capacity(reps as usize);
+    for _ in 0..reps {
+        session.clear();
+        let t = Instant::now();
+        run(&mut session, &mut rng, n_prompt, n_gen)?;
+        samples_ns.push(t.elapsed().as_nanos().max(1) as u64);
+    }
+    let mut row = BenchRow::cpu_defaults();
+    row.build_commit = build_commit();
+    row.cpu_info = cpu_info();
+    row.model_filename = m.filename.clone();
+    row.model_type = m.info.model_type.clone();
+    row.model_size = m.info.model_size;
+    row.model_n_params = m.info.model_n_params;
+    row.n_threads = threads as i64;
+    row.n_prompt = n_prompt as i64;
+    row.n_gen = n_gen as i64;
+    row.test_time = utc_now();
+    row.set_samples_ns(samples_ns);
+    row.extra.insert(
+        "load_ms".into(),
+        serde_json::json!((m.load_ms * 1e3).round() / 1e3),
+    );
+    row.extra
+        .insert("peak_rss_bytes".into(), serde_json::json!(self_peak_rss()));
+    Ok(row)
+}
+
+/// Parses a llama-bench list (`512,128`) of positive integers (0 allowed when `zero_ok`).
+pub fn parse_list(flag: &str, text: &str, zero_ok: bool) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let v: u32 = part
+            .trim()
+            .parse()
+            .map_err(|_| format!("{flag}: `{part}` is not a non-negative integer (in `{text}`)"))?;
+        if v == 0 && !zero_ok {
+            return Err(format!("{flag}: values must be at least 1 (in `{text}`)").into());
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Parses `-pg P,G` into a combined test.
+pub fn parse_pg(text: &str) -> Result<Test> {
+    let v = parse_list("-pg", text, false)?;
+    match v[..] {
+        [p, g] => Ok(Test {
+            n_prompt: p,
+            n_gen: g,
+        }),
+        _ => Err(format!("-pg takes two numbers, `pp,tg` (got `{text}`)").into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_and_pg() {
+        assert_eq!(parse_list("-p", "512,128", false).unwrap(), [512, 128]);
+        assert_eq!(parse_list("-p", "0", true).unwrap(), [0]);
+        assert!(parse_list("-t", "0", false).is_err());
+        assert!(parse_list("-p", "1,,2", true).is_err());
+        assert_eq!(
+            parse_pg("512,128").unwrap(),
+            Test {
+                n_prompt: 512,
+                n_gen: 128
+            }
+        );
+        assert!(parse_pg("512").is_err());
+        assert!(parse_pg("1,2,3").is_err());
+    }
+
+    #[test]
+    fn ftype_names_are_llama_cpps() {
+        assert_eq!(ftype_name(3), Some("Q4_1"));
+        assert_eq!(ftype_name(15), Some("Q4_K - Medium"));
+        assert_eq!(ftype_name(7), Some("Q8_0"));
+        assert_eq!(ftype_name(999), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! `pocket bench` and `pocket compare` end to end: bench's rows parse as llama-bench rows
+//! with sane fields, one short real comparison on SmolLM2 measures both engines, and bad
+//! flags end in one clear `error:` line.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pocket_compare::bench_format::{self, Format};
+use pocket_compare::receipt::Receipt;
+
+fn pocket(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .output()
+        .expect("run pocket")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn smollm2() -> String {
+    common::smollm2().display().to_string()
+}
+
+#[test]
+fn bench_json_parses_as_llama_bench_rows() {
+    let m = smollm2();
+    let out = pocket(&[
+        "bench", "-m", &m, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-o", "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Json).unwrap();
+    assert_eq!(rows.len(), 2);
+    let file_size = std::fs::metadata(&m).unwrap().len();
+    for (row, (p, n)) in rows.iter().zip([(16, 0), (0, 4)]) {
+        assert_eq!((row.n_prompt, row.n_gen, row.n_depth), (p, n, 0));
+        // llama.cpp's own description and sizes of this file.
+        assert_eq!(row.model_type, "llama 256M Q4_1");
+        assert_eq!(row.model_size, 96_576_768);
+        assert_eq!(row.model_n_params, 134_515_008);
+        assert_eq!(row.model_filename, m);
+        assert_eq!(row.n_threads, 2);
+        assert_eq!(row.backends, "CPU");
+        assert!(row.build_commit.len() >= 7, "{}", row.build_commit);
+        assert!(!row.cpu_info.is_empty());
+        assert_eq!(row.samples_ns.len(), 1);
+        assert!(row.avg_ts > 0.0 && row.avg_ts.is_finite());
+        assert_eq!(row.stddev_ts, 0.0);
+        let expect_ts = 1e9 * (p + n) as f64 / row.samples_ns[0] as f64;
+        assert!((row.avg_ts - expect_ts).abs() < 1e-6 * expect_ts);
+        assert!(row.test_time.ends_with('Z'));
+        let load_ms = row.extra["load_ms"].as_f64().unwrap();
+        assert!(load_ms > 0.0 && load_ms < 60_000.0);
+        let rss = row.extra["peak_rss_bytes"].as_u64().unwrap();
+        assert!(rss > 1 << 20 && rss < 8 * file_size + (1 << 30), "{rss}");
+    }
+}
+
+#[test]
+fn bench_csv_pg_and_comma_lists() {
+    let m = smollm2();
+    let out = pocket(&[
+        "bench", "-m", &m, "-p", "8,4", "-n", "0", "-pg", "4,2", "-r", "2", "-t", "2", "-o", "csv",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Csv).unwrap();
+    let tests: Vec<String> = rows.iter().map(|r| r.test_name()).collect();
+    assert_eq!(tests, ["pp8", "pp4", "pp4+tg2"]);
+    assert!(rows.iter().all(|r| r.avg_ts > 0.0));
+    // md: llama-bench's table on stdout.
+    let out = pocket(&[
+        "bench", "-m", &m, "-p", "4", "-n", "0", "-r", "1", "-t", "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("| llama 256M Q4_1"), "{md}");
+    assert!(md.contains("pp4"), "{md}");
+}
+
+fn assert_clear_error(args: &[&str], needle: &str) {
+    let out = pocket(args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let err = stderr(&out);
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected `{needle}` in:\n{err}"
+    );
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let m = smollm2();
+    assert_clear_error(&["bench", "-m", &m, "-o", "xml"], "unknown format `xml`");
+    assert_clear_error(
+        &["bench", "-m", &m, "-p", "1,a"],
+        "`a` is not a non-negative integer",
+    );
+    assert_clear_error(&["bench", "-m", &m, "-r", "0"], "-r must be at least 1");
+    assert_clear_error(
+        &["bench", "-m", &m, "-t", "0"],
+        "-t: values must be at least 1",
+    );
+    assert_clear_error(&["bench", "-m", &m, "-pg", "5"], "-pg takes two numbers");
+    assert_clear_error(&["bench", "-m", &m, "-p", "0", "-n", "0"], "no tests");
+    assert_clear_error(&["bench", "-m", "/nonexistent.gguf"], "not found");
+    assert_clear_error(&["bench", "-p", "1"], "--model");
+    assert_clear_error(&["compare", "-m", "/nonexistent.gguf"], "not found");
+    assert_clear_error(&["compare", "-m", &m, "-r", "0"], "-r must be at least 1");
+    assert_clear_error(
+        &["compare", "-m", &m, "--report", "x.json"],
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn compare_without_llama_cpp_names_the_provisioning_script() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["compare", "-m", &smollm2(), "-r", "1"])
+        .env("POCKET_CACHE", "/nonexistent-pocket-cache")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("bash compare/provision-llama.sh"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pocket-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn only_subdir(dir: &Path) -> PathBuf {
+    let subs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(subs.len(), 1, "{subs:?}");
+    subs[0].clone()
+}
+
+/// A short real comparison (no assertion on speed: the machine may be shared).
+#[test]
+fn compare_smollm2_measures_both_engines() {
+    common::fixture("llama.cpp-build/bin/llama-bench");
+    let results = scratch("compare");
+    let out = pocket(&[
+        "compare",
+        "-m",
+        &smollm2(),
+        "-r",
+        "1",
+        "-p",
+        "32",
+        "-n",
+        "8",
+        "-t",
+        "2",
+        "--no-bandwidth",
+        "--results",
+        results.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("parity SmolLM2-135M-Instruct.Q4_1.gguf: ppl pocket"),
+        "{stdout}"
+    );
+    let dir = only_subdir(&results);
+    for f in ["receipt.json", "results.csv", "report.md", "speedup.svg"] {
+        assert!(dir.join(f).is_file(), "{f} missing in {}", dir.display());
+    }
+    let r = Receipt::load(&dir.join("receipt.json")).unwrap();
+    let tests: Vec<String> = r.results.iter().map(|c| c.test.to_string()).collect();
+    assert_eq!(tests, ["pp32", "tg8"]);
+    for c in &r.results {
+        assert_eq!(c.threads, 2);
+        for s in [&c.pocket, &c.llama_cpp] {
+            assert_eq!(s.ts.len(), 1);
+            assert!(s.ts[0] > 0.0);
+            // Real resident sets: more than a few MiB, less than a few GiB.
+            assert!(s.peak_rss_bytes[0] > 16 << 20, "{:?}", s.peak_rss_bytes);
+            assert!(s.peak_rss_bytes[0] < 4 << 30, "{:?}", s.peak_rss_bytes);
+        }
+        assert!(c.derived.speedup > 0.0);
+    }
+    let p = &r.parity[0];
+    let (a, b) = (
+        p.perplexity_pocket.unwrap(),
+        p.perplexity_llama_cpp.unwrap(),
+    );
+    assert!((a - b).abs() / b < 0.05, "ppl {a} vs {b}");
+    assert!(p.greedy_identical_share.is_some());
+    let _ = std::fs::remove_dir_all(&results);
+}
