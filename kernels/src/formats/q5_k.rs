@@ -191,10 +191,7 @@ mod tests {
         let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
         dequantize_row(&w, &mut wf);
         q8_k::dequantize_row(&a, &mut af);
-        let want = dot_f64(&wf, &af);
-        let scale: f64 = wf.iter().zip(&af).map(|(x, y)| (x * y).abs() as f64).sum();
-        let got = vec_dot(&w, &a) as f64;
-        assert!((got - want).abs() <= 1e-5 * scale, "{got} vs {want}");
+        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 
     #[test]

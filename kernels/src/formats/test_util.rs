@@ -90,6 +90,15 @@ pub fn random_blocks<B: bytemuck::Pod>(
 }
 
 /// Asserts `got` is within `tol` per element (test-quantize-fns' `|got-ref|/n`) of `want`.
+/// A block dot product against the f64 dot of its operands' dequantized values, within
+/// `rel` of the summed magnitudes (the check every format's `vec_dot` twin shares).
+pub fn assert_dot_matches_dequantized(got: f32, wf: &[f32], af: &[f32], rel: f64) {
+    let want = dot_f64(wf, af);
+    let scale: f64 = wf.iter().zip(af).map(|(x, y)| (x * y).abs() as f64).sum();
+    let got = got as f64;
+    assert!((got - want).abs() <= rel * scale, "{got} vs {want}");
+}
+
 pub fn assert_dot_close(got: f32, want: f64, n: usize, tol: f32, what: &str) {
     let err = ((got as f64 - want).abs() / n as f64) as f32;
     assert!(
