@@ -60,7 +60,7 @@ impl ThreadPool {
             wake: Condvar::new(),
         });
         let cores = if pin {
-            core_affinity::get_core_ids().unwrap_or_default()
+            process_cores().to_vec()
         } else {
             Vec::new()
         };
@@ -132,6 +132,17 @@ impl ThreadPool {
     pub fn split(len: usize, n: usize, i: usize) -> std::ops::Range<usize> {
         len * i / n..len * (i + 1) / n
     }
+}
+
+/// The cores this process may run on, read once before any pool pins a thread.
+///
+/// Why cached: `core_affinity::get_core_ids` reads the *calling thread's* affinity mask,
+/// and the first pool pins the caller to core 0, so a second pool created later in the
+/// same process (a bench's next test) would see one core, skip pinning, and its workers
+/// would inherit the caller's one-core mask: all threads of the pool on one core.
+pub fn process_cores() -> &'static [core_affinity::CoreId] {
+    static CORES: std::sync::OnceLock<Vec<core_affinity::CoreId>> = std::sync::OnceLock::new();
+    CORES.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default())
 }
 
 fn worker(s: &Shared, _index: usize) {
@@ -206,6 +217,26 @@ mod tests {
         });
         for h in &hits {
             assert_eq!(h.load(Ordering::Relaxed), 1001);
+        }
+    }
+
+    /// A pool created after another one has pinned the caller still spreads its threads
+    /// over distinct cores (regression: the second pool of a bench ran on one core).
+    #[test]
+    fn second_pool_still_pins_to_distinct_cores() {
+        if process_cores().len() < 2 {
+            return; // nothing to check on a one-core machine
+        }
+        for round in 0..2 {
+            let pool = ThreadPool::new(2, true);
+            let seen: Vec<Mutex<Vec<usize>>> = (0..2).map(|_| Mutex::default()).collect();
+            pool.run(|i| {
+                let ids = core_affinity::get_core_ids().unwrap_or_default();
+                *seen[i].lock().unwrap() = ids.iter().map(|c| c.id).collect();
+            });
+            let (a, b) = (seen[0].lock().unwrap().clone(), seen[1].lock().unwrap().clone());
+            assert_eq!((a.len(), b.len()), (1, 1), "round {round}: {a:?} {b:?}");
+            assert_ne!(a, b, "round {round}: caller and worker pinned to the same core");
         }
     }
 }
