@@ -78,6 +78,9 @@ pub struct LoadOptions {
     pub pack: bool,
     /// Fuse Q/K/V and gate/up when packed.
     pub fuse: bool,
+    /// Drop the mapped pages of each tensor from the resident set once it is packed
+    /// (`GgufFile::release_pages`).
+    pub release_mapped: bool,
 }
 
 impl Default for LoadOptions {
@@ -85,6 +88,7 @@ impl Default for LoadOptions {
         LoadOptions {
             pack: true,
             fuse: true,
+            release_mapped: true,
         }
     }
 }
@@ -179,16 +183,27 @@ fn vector<B: AsRef<[u8]>>(g: &Gguf<B>, name: &str) -> Result<Vec<f32>, WeightErr
     Ok(v)
 }
 
+/// Called with the mapped bytes of each tensor once an owned packed copy of it exists.
+pub type Release<'r> = &'r dyn Fn(&[u8]);
+
 fn matrix<'a, B: AsRef<[u8]>>(
     g: &'a Gguf<B>,
     name: &str,
     pack: bool,
+    release: Release,
 ) -> Result<Linear<'a>, WeightError> {
     let (info, bytes) = g
         .tensor(name)
         .map_err(|_| WeightError::Missing(name.to_string()))?;
     let (cols, rows) = (info.dims[0] as usize, info.dims[1] as usize);
-    Linear::new(info.ggml_type, bytes, rows, cols, pack).map_err(|why| WeightError::Bad {
+    let ty = info.ggml_type;
+    if pack && packable(ty, cols) {
+        // Packed: the mapped pages are released as the panels are written.
+        return PackedMatrix::pack_releasing(ty, bytes, rows, cols, Default::default(), release)
+            .map(Linear::Packed)
+            .map_err(pack_err(name.to_string()));
+    }
+    Linear::new(ty, bytes, rows, cols, false).map_err(|why| WeightError::Bad {
         name: name.to_string(),
         why,
     })
@@ -207,10 +222,15 @@ fn pack_err(name: String) -> impl FnOnce(pocket_kernels::matmul::PackError) -> W
 }
 
 impl<'a> Weights<'a> {
+    /// Loads (validates, packs, borrows) every weight. `release` is called with the mapped
+    /// bytes of each tensor right after its packed copy is made, so the loader can drop
+    /// those pages from the resident set before the next tensor is read: peak memory is then
+    /// the packed weights plus one tensor, not the file plus its packed copy.
     pub fn load<B: AsRef<[u8]>>(
         g: &'a Gguf<B>,
         c: &Config,
         o: LoadOptions,
+        release: Release,
     ) -> Result<Weights<'a>, WeightError> {
         validate(g, c)?;
         let tok_embd = raw(g, "token_embd.weight");
@@ -220,7 +240,7 @@ impl<'a> Weights<'a> {
         } else {
             "output.weight"
         };
-        let output = matrix(g, head, o.pack)?;
+        let output = matrix(g, head, o.pack, release)?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for l in 0..c.n_layer {
             let n = |t: &str| format!("blk.{l}.{t}");
@@ -236,11 +256,12 @@ impl<'a> Weights<'a> {
                     )
                     .map_err(pack_err(n("attn_q.weight")))?,
                 ))
+                .released([bq, bk, bv], release)
             } else {
                 Qkv::Split {
-                    q: matrix(g, &n("attn_q.weight"), o.pack)?,
-                    k: matrix(g, &n("attn_k.weight"), o.pack)?,
-                    v: matrix(g, &n("attn_v.weight"), o.pack)?,
+                    q: matrix(g, &n("attn_q.weight"), o.pack, release)?,
+                    k: matrix(g, &n("attn_k.weight"), o.pack, release)?,
+                    v: matrix(g, &n("attn_v.weight"), o.pack, release)?,
                 }
             };
             let (tg, bg) = raw(g, &n("ffn_gate.weight"));
@@ -251,15 +272,17 @@ impl<'a> Weights<'a> {
                     PackedMatrix::pack_swiglu(tg, bg, bu, c.n_ff, c.n_embd)
                         .map_err(pack_err(n("ffn_gate.weight")))?,
                 ))
+                .released([bg, bu], release)
             } else if fusable {
                 GateUp::Stacked(Linear::Packed(
                     PackedMatrix::pack_stacked(tg, &[(bg, c.n_ff), (bu, c.n_ff)], c.n_embd)
                         .map_err(pack_err(n("ffn_gate.weight")))?,
                 ))
+                .released([bg, bu], release)
             } else {
                 GateUp::Split {
-                    gate: matrix(g, &n("ffn_gate.weight"), o.pack)?,
-                    up: matrix(g, &n("ffn_up.weight"), o.pack)?,
+                    gate: matrix(g, &n("ffn_gate.weight"), o.pack, release)?,
+                    up: matrix(g, &n("ffn_up.weight"), o.pack, release)?,
                 }
             };
             let opt = |t: &str, on: bool| -> Result<Option<Vec<f32>>, WeightError> {
@@ -279,11 +302,11 @@ impl<'a> Weights<'a> {
                 },
                 q_norm: opt("attn_q_norm.weight", c.qk_norm)?,
                 k_norm: opt("attn_k_norm.weight", c.qk_norm)?,
-                wo: matrix(g, &n("attn_output.weight"), o.pack)?,
+                wo: matrix(g, &n("attn_output.weight"), o.pack, release)?,
                 post_attn_norm: opt("post_attention_norm.weight", c.post_norms)?,
                 ffn_norm: vector(g, &n("ffn_norm.weight"))?,
                 gate_up,
-                down: matrix(g, &n("ffn_down.weight"), o.pack)?,
+                down: matrix(g, &n("ffn_down.weight"), o.pack, release)?,
                 post_ffw_norm: opt("post_ffw_norm.weight", c.post_norms)?,
             });
         }
@@ -317,3 +340,14 @@ impl<'a> Weights<'a> {
         s
     }
 }
+
+/// `x.released(tensors, release)`: calls `release` on each source tensor of a packed
+/// fused matrix, then returns `x`.
+trait Released: Sized {
+    fn released<const N: usize>(self, tensors: [&[u8]; N], release: Release) -> Self {
+        tensors.into_iter().for_each(release);
+        self
+    }
+}
+impl Released for Qkv<'_> {}
+impl Released for GateUp<'_> {}

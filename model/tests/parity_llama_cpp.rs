@@ -157,7 +157,15 @@ fn theirs_greedy(m: &PathBuf, prompt: &str, n: usize) -> String {
 fn greedy_agreement(name: &str) -> (usize, usize) {
     let m = model(name);
     let pack = std::env::var_os("POCKET_NO_PACK").is_none();
-    let mdl = Model::load_with(&m, pocket_model::LoadOptions { pack, fuse: pack }).unwrap();
+    let mdl = Model::load_with(
+        &m,
+        pocket_model::LoadOptions {
+            pack,
+            fuse: pack,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let (mut same, mut prefix8) = (0, 0);
     for p in PROMPTS {
         let a = ours_greedy(&mdl, p, 32);

@@ -41,7 +41,7 @@ pub mod packed;
 pub mod scalar;
 
 pub use act::QuantizedActivation;
-pub use packed::{Kind, Layout, PackError, PackOptions, PackedMatrix, PANEL, QK};
+pub use packed::{Kind, Layout, PackError, PackOptions, PackedMatrix, PANEL, QK, RELEASE_SPAN};
 
 use crate::Isa;
 use std::ops::Range;

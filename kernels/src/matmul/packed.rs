@@ -239,6 +239,9 @@ fn f16_bits(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
+/// Source bytes handed to `pack_releasing`'s callback at a time.
+pub const RELEASE_SPAN: usize = 1 << 20;
+
 /// Whether every 64-group of this Q4_1 tensor has two 32-blocks with equal `(d, m)` bits.
 fn q4_1_pairs_share_scales(bytes: &[u8], rows: usize, cols: usize) -> bool {
     let nb = cols / QK;
@@ -277,6 +280,22 @@ impl PackedMatrix {
         cols: usize,
         opts: PackOptions,
     ) -> Result<Self, PackError> {
+        Self::pack_releasing(ty, bytes, rows, cols, opts, &|_| {})
+    }
+
+    /// [`Self::pack_with`], calling `release` with each consumed span of `bytes` (about
+    /// [`RELEASE_SPAN`] at a time, in order, together covering all of `bytes`) once its
+    /// panels are written. Why: a loader packing from a memory map drops those pages from
+    /// its resident set as it goes, so packing a 180 MB output head does not briefly hold
+    /// both the mapped and the packed copy.
+    pub fn pack_releasing(
+        ty: GgmlType,
+        bytes: &[u8],
+        rows: usize,
+        cols: usize,
+        opts: PackOptions,
+        release: &dyn Fn(&[u8]),
+    ) -> Result<Self, PackError> {
         check_shape(ty, bytes, rows, cols)?;
         let merged =
             ty == GgmlType::Q4_1 && opts.merge_q4_1 && q4_1_pairs_share_scales(bytes, rows, cols);
@@ -291,6 +310,7 @@ impl PackedMatrix {
             Kind::Plain { parts: vec![rows] },
         );
         let rb = ty.row_bytes(cols as u64).unwrap() as usize;
+        let mut released = 0;
         for p in 0..panels {
             let srcs: Vec<Option<&[u8]>> = (0..PANEL)
                 .map(|i| {
@@ -299,6 +319,11 @@ impl PackedMatrix {
                 })
                 .collect();
             m.fill_panel(p, &srcs);
+            let done = ((p + 1) * PANEL).min(rows) * rb;
+            if done - released >= RELEASE_SPAN || p + 1 == panels {
+                release(&bytes[released..done]);
+                released = done;
+            }
         }
         Ok(m)
     }

@@ -149,6 +149,10 @@ impl<B: AsRef<[u8]>> Gguf<B> {
     pub fn bytes(&self) -> &[u8] {
         self.bytes.as_ref()
     }
+    /// The container the file was parsed from (e.g. the memory map).
+    pub fn backing(&self) -> &B {
+        &self.bytes
+    }
     pub fn file_len(&self) -> u64 {
         self.bytes.as_ref().len() as u64
     }
