@@ -54,6 +54,8 @@ pub enum ModelError {
     },
     #[error("no tokens to evaluate")]
     Empty,
+    #[error("{0}")]
+    KvType(String),
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;
@@ -107,7 +109,9 @@ impl<'a> Model<'a> {
 pub struct SessionOptions {
     pub n_ctx: usize,
     pub n_threads: usize,
-    pub kv_type: KvType,
+    /// KV cache element types of keys and values (llama.cpp's `-ctk` / `-ctv`).
+    pub type_k: KvType,
+    pub type_v: KvType,
     /// Pin pool threads to cores.
     pub pin: bool,
 }
@@ -119,7 +123,8 @@ impl Default for SessionOptions {
             n_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
-            kv_type: KvType::F16,
+            type_k: KvType::F16,
+            type_v: KvType::F16,
             pin: false,
         }
     }
@@ -167,11 +172,22 @@ pub struct Session<'m> {
     rope_of: Vec<usize>,
     /// `prefill` returns logits for every prompt row, not only the last.
     pub logits_all: bool,
+    /// The tokens in the cache (`pos` of them), for prefix reuse.
+    tokens: Vec<u32>,
 }
 
 impl<'m> Session<'m> {
+    /// Panics if a KV cache type does not fit the model's head size; see [`Session::try_new`].
     pub fn new(model: &'m Model<'m>, o: SessionOptions) -> Session<'m> {
+        Self::try_new(model, o).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A session, or an error when a KV cache type cannot store this model's heads.
+    pub fn try_new(model: &'m Model<'m>, o: SessionOptions) -> Result<Session<'m>> {
         let c = &model.config;
+        for ty in [o.type_k, o.type_v] {
+            ty.check(c.head_dim).map_err(ModelError::KvType)?;
+        }
         let n_ctx = o.n_ctx.max(1);
         let mut bases: Vec<f32> = Vec::new();
         let rope_of = (0..c.n_layer)
@@ -192,16 +208,17 @@ impl<'m> Session<'m> {
             scratch: (0..pool.threads()).map(|_| Mutex::default()).collect(),
             ..Bufs::default()
         };
-        Session {
+        Ok(Session {
             model,
-            cache: KvCache::new(c.n_layer, n_ctx, c.kv_dim(), o.kv_type),
+            cache: KvCache::with_types(c.n_layer, n_ctx, c.kv_dim(), o.type_k, o.type_v),
             pool,
             pos: 0,
             b,
             ropes,
             rope_of,
             logits_all: false,
-        }
+            tokens: Vec::new(),
+        })
     }
 
     pub fn n_ctx(&self) -> usize {
@@ -216,7 +233,36 @@ impl<'m> Session<'m> {
     }
     /// Forgets the sequence (the cache is overwritten in place).
     pub fn clear(&mut self) {
-        self.pos = 0;
+        self.truncate(0);
+    }
+    /// The tokens in the cache, in order.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+    /// Keeps the first `n` cached tokens and forgets the rest (a no-op if `n >= pos`); the
+    /// next tokens are evaluated from position `n`.
+    pub fn truncate(&mut self, n: usize) {
+        self.pos = self.pos.min(n);
+        self.tokens.truncate(self.pos);
+    }
+    /// Prefix reuse, as llama.cpp's server and cli do between chat turns: truncates the
+    /// cache to the longest common prefix of its tokens and `tokens`, leaving at least the
+    /// last of `tokens` to evaluate (its logits are needed), and returns the number kept.
+    /// Evaluate `tokens[kept..]` next.
+    pub fn reuse_prefix(&mut self, tokens: &[u32]) -> usize {
+        let common = self
+            .tokens
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let keep = common.min(tokens.len().saturating_sub(1));
+        self.truncate(keep);
+        keep
+    }
+    /// The KV cache's key and value element types.
+    pub fn kv_types(&self) -> (KvType, KvType) {
+        self.cache.types()
     }
 
     /// Evaluates the prompt in one batch; returns the last row's logits (every row's,
@@ -467,6 +513,7 @@ impl<'m> Session<'m> {
             add(&mut b.x, &b.o);
         }
         self.pos += t_n;
+        self.tokens.extend_from_slice(tokens);
 
         // Logits for the wanted rows only.
         let nw = want.len();

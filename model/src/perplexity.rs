@@ -20,8 +20,28 @@ pub fn perplexity(
     n_ctx: usize,
     threads: Option<usize>,
     max_chunks: Option<usize>,
+    progress: impl FnMut(usize, f64),
+) -> Result<Ppl, ModelError> {
+    let mut o = SessionOptions {
+        n_ctx,
+        pin: true,
+        ..Default::default()
+    };
+    if let Some(t) = threads {
+        o.n_threads = t.max(1);
+    }
+    perplexity_with(model, text, o, max_chunks, progress)
+}
+
+/// [`perplexity`] with every session option (chunks of `o.n_ctx` tokens, KV cache types).
+pub fn perplexity_with(
+    model: &Model,
+    text: &str,
+    o: SessionOptions,
+    max_chunks: Option<usize>,
     mut progress: impl FnMut(usize, f64),
 ) -> Result<Ppl, ModelError> {
+    let n_ctx = o.n_ctx;
     let tok = &model.tokenizer;
     let tokens = tok.encode(text, true, false);
     if tokens.len() < 2 * n_ctx {
@@ -31,15 +51,7 @@ pub fn perplexity(
             got: tokens.len(),
         });
     }
-    let mut o = SessionOptions {
-        n_ctx,
-        pin: true,
-        ..Default::default()
-    };
-    if let Some(t) = threads {
-        o.n_threads = t.max(1);
-    }
-    let mut s = Session::new(model, o);
+    let mut s = Session::try_new(model, o)?;
     let n_vocab = model.config.n_vocab;
     let mut n_chunk = tokens.len() / n_ctx;
     if let Some(m) = max_chunks {

@@ -5,8 +5,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench_cmd;
+mod chat_cmd;
 pub mod compare_cmd;
 mod compare_run;
+pub mod gen_args;
 mod inspect_cmd;
 pub mod perplexity_cmd;
 mod run_cmd;
@@ -35,13 +37,18 @@ enum Command {
     Compare(compare_cmd::CompareArgs),
     /// Generate text from a prompt (greedy at --temp 0), with timings on stderr.
     Run(run_cmd::RunArgs),
+    /// Interactive multi-turn chat with the model's chat template, reusing the KV cache across turns.
+    Chat(chat_cmd::ChatArgs),
     /// Perplexity of a text file, by llama-perplexity's method.
     Perplexity(perplexity_cmd::PerplexityArgs),
 }
 
 pub fn main() -> ExitCode {
-    // llama-bench spells its prompt+generation flag `-pg`; clap knows it as `--pg`.
-    let args = std::env::args_os().map(|a| if a == "-pg" { "--pg".into() } else { a });
+    // llama.cpp's multi-letter short flags (`-pg`, `-ctk`, `-ctv`, `-sys`) as clap's long ones.
+    let args = std::env::args_os().map(|a| match gen_args::long_form(&a) {
+        Some(long) => long.into(),
+        None => a,
+    });
     let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Inspect(args) => inspect_cmd::run(args),
@@ -49,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Compare(args) => compare_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
+        Command::Chat(args) => chat_cmd::run(args),
         Command::Perplexity(args) => perplexity_cmd::run(args),
     };
     match result {

@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use clap::Args;
 use pocket_model::forward::ms_since;
-use pocket_model::perplexity::perplexity;
+use pocket_model::perplexity::perplexity_with;
 use pocket_model::Model;
 
+use super::gen_args::CacheArgs;
 use super::CliResult;
 
 #[derive(Args)]
@@ -27,6 +28,8 @@ pub struct PerplexityArgs {
     /// Score at most this many chunks.
     #[arg(long)]
     chunks: Option<usize>,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 pub fn run(a: PerplexityArgs) -> CliResult {
@@ -36,7 +39,8 @@ pub fn run(a: PerplexityArgs) -> CliResult {
     let text = std::fs::read_to_string(&a.file)
         .map_err(|e| format!("cannot read {}: {e}", a.file.display()))?;
     let t1 = Instant::now();
-    let r = perplexity(&model, &text, a.ctx_size, a.threads, a.chunks, |i, p| {
+    let o = a.cache.session_options(a.ctx_size, a.threads);
+    let r = perplexity_with(&model, &text, o, a.chunks, |i, p| {
         eprint!("[{i}]{p:.4},");
     })?;
     let ms = ms_since(t1);

@@ -1,5 +1,5 @@
-//! `pocket run -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T --seed S]`:
-//! streams the continuation to stdout, timings to stderr.
+//! `pocket run -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T --seed S ...]
+//! [-ctk TYPE -ctv TYPE]`: streams the continuation to stdout, timings to stderr.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use clap::Args;
 use pocket_model::forward::ms_since;
-use pocket_model::sample_basic::BasicSampler;
 use pocket_model::tokenizer::StreamDecoder;
-use pocket_model::{Model, Session, SessionOptions};
+use pocket_model::{Model, Session};
 
+use super::gen_args::{CacheArgs, SamplingArgs};
 use super::CliResult;
 
 #[derive(Args)]
@@ -30,11 +30,10 @@ pub struct RunArgs {
     /// Context size (prompt + generated tokens).
     #[arg(short = 'c', long, default_value_t = 2048)]
     ctx_size: usize,
-    /// Sampling temperature; 0 = greedy.
-    #[arg(long, default_value_t = 0.0)]
-    temp: f32,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Do not echo the prompt.
     #[arg(long)]
     no_echo: bool,
@@ -58,23 +57,17 @@ pub fn run(a: RunArgs) -> CliResult {
         )
         .into());
     }
-    let mut o = SessionOptions {
-        n_ctx: a.ctx_size,
-        pin: true,
-        ..Default::default()
-    };
-    if let Some(t) = a.threads {
-        o.n_threads = t.max(1);
-    }
-    let mut s = Session::new(&model, o);
+    let mut s = Session::try_new(&model, a.cache.session_options(a.ctx_size, a.threads))?;
     let mut out = std::io::stdout().lock();
     if !a.no_echo {
         write!(out, "{}", a.prompt)?;
         out.flush()?;
     }
-    let mut sampler = BasicSampler::new(a.temp, a.seed);
+    let mut sampler = a.sampling.sampler();
+    prompt.iter().for_each(|&t| sampler.accept(t));
     let t1 = Instant::now();
     let mut next = sampler.sample(s.prefill(&prompt)?);
+    sampler.accept(next);
     let prompt_ms = ms_since(t1);
     let t2 = Instant::now();
     let mut dec = StreamDecoder::new();
@@ -90,6 +83,7 @@ pub fn run(a: RunArgs) -> CliResult {
             break;
         }
         next = sampler.sample(s.decode(next)?);
+        sampler.accept(next);
     }
     write!(out, "{}", dec.finish())?;
     writeln!(out)?;
