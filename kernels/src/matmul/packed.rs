@@ -17,7 +17,8 @@
 //! which both 32-blocks of every 64-group share `(d, m)` (MNN-Pocket's export): one
 //! `[d; 8] ++ [m; 8]` per (panel, 64-group), i.e. 4.5 instead of 5.0 bits per weight.
 //!
-//! Q4_K, Q6_K and Q5_0 ([`Layout::Q4_K`], [`Layout::Q6_K`], [`Layout::Q5_0`]) reuse the
+//! Q4_K, Q5_K, Q6_K and Q5_0 ([`Layout::Q4_K`], [`Layout::Q5_K`], [`Layout::Q6_K`],
+//! [`Layout::Q5_0`]) reuse the
 //! Q4 nibble records plus bit planes, with sub-block scales decoded at pack time: see
 //! `packed_k.rs`.
 //!
@@ -49,6 +50,9 @@ pub enum Layout {
     /// Q4_K: nibbles as Q4_0 per 32-element sub-block; 6-bit scales/mins decoded at pack
     /// time (see `packed_k.rs`).
     Q4_K,
+    /// Q5_K: the Q5_0 record (nibbles + 5th-bit plane) per 32-element sub-block with the
+    /// Q4_K scale group (see `packed_k.rs`).
+    Q5_K,
     /// Q6_K: low nibbles as Q4_0 plus two 2-bit planes per 32-block; int8 sub-block scales.
     Q6_K,
     /// Q5_0: nibbles as Q4_0 plus one 32-byte plane of 5th bits per 32-block.
@@ -63,7 +67,7 @@ impl Layout {
             Layout::Q8_0 => 256,
             Layout::Q4_K => 128,
             Layout::Q6_K => 192,
-            Layout::Q5_0 => 160,
+            Layout::Q5_0 | Layout::Q5_K => 160,
         }
     }
     /// fp16 values (u16 units of the scale stream) per (panel, scale group).
@@ -71,15 +75,23 @@ impl Layout {
         match self {
             Layout::Q4_0 | Layout::Q8_0 | Layout::Q5_0 => 8,
             Layout::Q4_1 | Layout::Q4_1x64 => 16,
-            Layout::Q4_K => packed_k::Q4K_SCALE_U16,
+            Layout::Q4_K | Layout::Q5_K => packed_k::Q4K_SCALE_U16,
             Layout::Q6_K => packed_k::Q6K_SCALE_U16,
         }
+    }
+    /// Whether this is one of the layouts of `packed_k.rs` (nibble records + bit planes,
+    /// scales decoded at pack time).
+    pub const fn is_k(self) -> bool {
+        matches!(
+            self,
+            Layout::Q4_K | Layout::Q5_K | Layout::Q6_K | Layout::Q5_0
+        )
     }
     /// 32-blocks sharing one scale group.
     pub const fn blocks_per_group(self) -> usize {
         match self {
             Layout::Q4_1x64 => 2,
-            Layout::Q4_K | Layout::Q6_K => 8,
+            Layout::Q4_K | Layout::Q5_K | Layout::Q6_K => 8,
             _ => 1,
         }
     }
@@ -208,6 +220,7 @@ fn src_geometry(ty: GgmlType) -> Result<(usize, usize), PackError> {
         GgmlType::Q8_0 => Ok((34, 2)),
         GgmlType::Q5_0 => Ok((22, 6)),
         GgmlType::Q4_K => Ok((144, 16)),
+        GgmlType::Q5_K => Ok((176, 48)),
         GgmlType::Q6_K => Ok((210, 0)),
         t => Err(PackError::UnsupportedType(t)),
     }
@@ -259,6 +272,7 @@ fn layout_for(ty: GgmlType, merged: bool) -> Layout {
         GgmlType::Q4_1 => Layout::Q4_1,
         GgmlType::Q5_0 => Layout::Q5_0,
         GgmlType::Q4_K => Layout::Q4_K,
+        GgmlType::Q5_K => Layout::Q5_K,
         GgmlType::Q6_K => Layout::Q6_K,
         _ => Layout::Q8_0,
     }
@@ -383,7 +397,7 @@ impl PackedMatrix {
 
     /// Writes internal panel `p` from up to 8 source rows (`None` = zero padding).
     fn fill_panel(&mut self, p: usize, srcs: &[Option<&[u8]>]) {
-        if matches!(self.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
+        if self.layout.is_k() {
             return self.fill_panel_k(p, srcs);
         }
         let (bb, qoff) = src_geometry(self.ty).unwrap();
@@ -505,7 +519,7 @@ impl PackedMatrix {
 
     /// Dequantizes row `i` of internal panel `p`.
     pub fn dequant_internal(&self, p: usize, i: usize) -> Vec<f32> {
-        if matches!(self.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
+        if self.layout.is_k() {
             return self.dequant_internal_k(p, i);
         }
         let q = self.panel_quants(p);

@@ -75,7 +75,7 @@ pub fn panel_dot(w: &PackedMatrix, p: usize, act: &QuantizedActivation, t: usize
                     *acc = h(s[g * 16 + 8 + i]).mul_add(ads[b0] + ads[b1], *acc);
                 }
             }
-            Layout::Q4_K => *acc = q4_k_row(q, s, i, act, t),
+            Layout::Q4_K | Layout::Q5_K => *acc = q4_k_row(w.layout, q, s, i, act, t),
             Layout::Q6_K => *acc = q6_k_row(q, s, i, act, t),
             Layout::Q5_0 => *acc = q5_0_row(q, s, i, act, t),
         }
@@ -106,10 +106,18 @@ fn hi_codes(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
     c
 }
 
-/// Q4_K row `i`: per sub-block `(d·da)·(sc·Σqa) − (dmin·m)·(da·Σa)`.
-fn q4_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
+/// Q4_K / Q5_K row `i`: per sub-block `(d·da)·(sc·Σqa) − (dmin·m)·(da·Σa)`.
+fn q4_k_row(
+    layout: Layout,
+    q: &[u8],
+    s: &[u16],
+    i: usize,
+    act: &QuantizedActivation,
+    t: usize,
+) -> f32 {
     let (a, ad, ads) = (act.row_qs(t), act.row_d(t), act.row_ds(t));
-    let spg = Layout::Q4_K.scales_per_group();
+    let spg = layout.scales_per_group();
+    let qb = layout.quant_bytes_per_block();
     let mut acc = 0f32;
     for g in 0..act.blocks() / 8 {
         let grp = &s[g * spg..(g + 1) * spg];
@@ -117,7 +125,14 @@ fn q4_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) 
         let (d, dmin) = (h(grp[i]), h(grp[8 + i]));
         for j in 0..8 {
             let b = 8 * g + j;
-            let isum = q4_block_dot(&q[b * 128..], i, &a[b * QK..]) * bytes[32 + 8 * j + i] as i32;
+            let rec = &q[b * qb..(b + 1) * qb];
+            let dot = if layout == Layout::Q5_K {
+                let c = hi_codes(Layout::Q5_0, rec, i);
+                (0..QK).map(|e| c[e] as i32 * a[b * QK + e] as i32).sum()
+            } else {
+                q4_block_dot(rec, i, &a[b * QK..])
+            };
+            let isum = dot * bytes[32 + 8 * j + i] as i32;
             let dm = dmin * bytes[96 + 8 * j + i] as f32;
             acc = (d * ad[b]).mul_add(isum as f32, acc);
             acc = (-dm).mul_add(ads[b], acc);

@@ -42,9 +42,16 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod act;
+pub mod cores;
 pub mod q4_0;
 pub mod q4_1;
+pub mod q4_k;
+pub mod q5_0;
+pub mod q5_k;
+pub mod q6_k;
 pub mod q8_0;
+
+use cores::{Codes, Sums};
 
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
 use crate::Isa;
@@ -57,22 +64,21 @@ pub type I32x8 = [int32x4_t; 2];
 /// The 8 rows of one panel: rows 0-3 and rows 4-7.
 pub type F32x8 = [float32x4_t; 2];
 
-/// The integer block sums of one ISA level.
+/// The integer block sums of one ISA level (the schedules are in [`cores`], generic over
+/// the format's [`cores::Codes`]).
 pub trait Core {
     /// Activation rows per weight-panel pass in gemm.
     const TILE: usize;
-    /// `Σ nibble·q` over one packed Q4 (panel, block) for tokens `0..N` (nibbles unsigned).
+    /// `Σ code·q` over one packed (panel, block) record of `K` for tokens `0..N`: `[0]` the
+    /// whole block, or with `SPLIT` the low half (elements 0..16) with `[1]` the high half.
     ///
     /// # Safety
-    /// The CPU supports this core's level; `qp` is valid for 128 bytes and each `ap[t]`
-    /// for 32 bytes.
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N];
-    /// `Σ code·q` over one packed Q8_0 (panel, block) for tokens `0..N`.
-    ///
-    /// # Safety
-    /// The CPU supports this core's level; `qp` is valid for 256 bytes and each `ap[t]`
-    /// for 32 bytes.
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N];
+    /// The CPU supports this core's level; `qp` is valid for one record of `K` and each
+    /// `ap[t]` for 32 bytes.
+    unsafe fn sums<K: Codes, const N: usize, const SPLIT: bool>(
+        qp: *const u8,
+        ap: &[*const i8; N],
+    ) -> Sums<N>;
 }
 
 /// Plain NEON (`smlal`, `sadalp`).
@@ -82,41 +88,23 @@ pub struct Dotprod;
 /// NEON + `sdot` + `smmla`.
 pub struct I8mm;
 
-impl Core for Neon {
-    const TILE: usize = 2;
-    #[inline(always)]
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q4_0::sums_neon::<N>(qp, ap)
-    }
-    #[inline(always)]
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q8_0::sums_neon::<N>(qp, ap)
-    }
+macro_rules! core_impl {
+    ($level:ty, $tile:expr, $sums:ident) => {
+        impl Core for $level {
+            const TILE: usize = $tile;
+            #[inline(always)]
+            unsafe fn sums<K: Codes, const N: usize, const SPLIT: bool>(
+                qp: *const u8,
+                ap: &[*const i8; N],
+            ) -> Sums<N> {
+                cores::$sums::<K, N, SPLIT>(qp, ap)
+            }
+        }
+    };
 }
-
-impl Core for Dotprod {
-    const TILE: usize = 4;
-    #[inline(always)]
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q4_0::sums_dotprod::<N>(qp, ap)
-    }
-    #[inline(always)]
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q8_0::sums_dotprod::<N>(qp, ap)
-    }
-}
-
-impl Core for I8mm {
-    const TILE: usize = 4;
-    #[inline(always)]
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q4_0::sums_i8mm::<N>(qp, ap)
-    }
-    #[inline(always)]
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q8_0::sums_i8mm::<N>(qp, ap)
-    }
-}
+core_impl!(Neon, 2, sums_neon);
+core_impl!(Dotprod, 4, sums_dotprod);
+core_impl!(I8mm, 4, sums_i8mm);
 
 // ---- asm primitives ------------------------------------------------------------------
 
@@ -373,14 +361,10 @@ unsafe fn tile<C: Core, const N: usize>(
         Layout::Q4_1 => q4_1::tile::<C, N>(q, s, act, t),
         Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, act, t),
         Layout::Q8_0 => q8_0::tile::<C, N>(q, s, act, t),
-        // No ARM kernels for these yet: `matmul::run` sends them to the scalar path before
-        // any ARM kernel is entered.
-        Layout::Q4_K | Layout::Q6_K | Layout::Q5_0 => {
-            unreachable!(
-                "{:?} has no ARM kernel; matmul::run routes it to scalar",
-                w.layout
-            )
-        }
+        Layout::Q4_K => q4_k::tile::<C, N>(q, s, act, t),
+        Layout::Q5_K => q5_k::tile::<C, N>(q, s, act, t),
+        Layout::Q6_K => q6_k::tile::<C, N>(q, s, act, t),
+        Layout::Q5_0 => q5_0::tile::<C, N>(q, s, act, t),
     }
 }
 

@@ -1,8 +1,9 @@
-//! Q4_1 tiles: `Σ(q·dw + m)(a·da) = dw·da·Σqa + m·(da·Σa)`; the integer core is the Q4
-//! one ([`Core::q4`]). Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16. [`tile_x64`]
+//! Q4_1 tiles: `Σ(q·dw + m)(a·da) = dw·da·Σqa + m·(da·Σa)`; the codes are the Q4
+//! ones ([`super::q4_0::Q4`]). Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16. [`tile_x64`]
 //! reads the merged layout with one `(d, m)` per 64-group. Float operations in the order
 //! of the scalar reference.
 
+use super::q4_0::Q4;
 use super::{act_ptrs, f16x8, Core, F32x8};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::aarch64::*;
@@ -30,7 +31,7 @@ pub unsafe fn tile<C: Core, const N: usize>(
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
         // b < nb: block b's codes, scales and activations are in bounds (checked above).
-        let sums = C::q4::<N>(q.as_ptr().add(b * 128), &ap);
+        let sums = C::sums::<Q4, N, false>(q.as_ptr().add(b * 128), &ap)[0];
         let dw = f16x8(s.as_ptr().add(b * 16));
         let mw = f16x8(s.as_ptr().add(b * 16 + 8));
         for t in 0..N {
@@ -70,12 +71,12 @@ pub unsafe fn tile_x64<C: Core, const N: usize>(
     for g in 0..ng {
         let (b0, b1) = (2 * g, 2 * g + 1);
         // b1 < nb: both blocks' codes/activations and group g's scales are in bounds.
-        let s0 = C::q4::<N>(q.as_ptr().add(b0 * 128), &ap);
+        let s0 = C::sums::<Q4, N, false>(q.as_ptr().add(b0 * 128), &ap)[0];
         let mut ap1 = ap;
         for p in ap1.iter_mut() {
             *p = p.add(QK);
         }
-        let s1 = C::q4::<N>(q.as_ptr().add(b1 * 128), &ap1);
+        let s1 = C::sums::<Q4, N, false>(q.as_ptr().add(b1 * 128), &ap1)[0];
         let dw = f16x8(s.as_ptr().add(g * 16));
         let mw = f16x8(s.as_ptr().add(g * 16 + 8));
         for t in 0..N {

@@ -20,6 +20,7 @@ pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
 pub mod q5_0;
+pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
@@ -187,6 +188,7 @@ unsafe fn tile<const N: usize>(
             Layout::Q4_K => q4_k::tile::<N>(q, s, act, t),
             Layout::Q6_K => q6_k::tile::<N>(q, s, act, t),
             Layout::Q5_0 => q5_0::tile::<N>(q, s, act, t),
+            Layout::Q5_K => q5_k::tile::<N>(q, s, act, t),
         }
     }
 }

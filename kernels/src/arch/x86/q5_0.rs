@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 /// Bit 4 of every byte: lo = bit `v` of `h`, hi = bit `4+v`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn fifth_bits(h: __m256i, v: usize) -> (__m256i, __m256i) {
+pub(super) fn fifth_bits(h: __m256i, v: usize) -> (__m256i, __m256i) {
     let m10 = _mm256_set1_epi8(0x10);
     let (lo, hi) = match v {
         0 => (_mm256_slli_epi16::<4>(h), h),
