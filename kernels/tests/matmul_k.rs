@@ -1,4 +1,4 @@
-//! Packed Q4_K / Q5_K / Q6_K / Q5_0 matmul: every available ISA against the scalar packed
+//! Packed Q4_K / Q5_K / Q6_K / Q5_0 / F16 matmul: every available ISA against the scalar packed
 //! reference (bit for bit), the scalar reference against a naive f64 dot of rows decoded by
 //! `formats::dequantize` from the raw GGUF bytes with the dequantized activation (loose),
 //! and real gemma-3 tensors (needs `bash tests/fixtures.sh`).
@@ -30,17 +30,24 @@ impl Rng {
     }
 }
 
-const TYPES: [GgmlType; 4] = [
+const TYPES: [GgmlType; 5] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::Q5_0,
+    GgmlType::F16,
 ];
 
 /// Random raw GGUF bytes: random codes and scale bytes, sane fp16 super-scales.
 fn random_tensor(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
     let (bs, bb) = (ty.block_size(), ty.type_size());
     let mut out = vec![0u8; rows * cols / bs * bb];
+    if ty == GgmlType::F16 {
+        for h in out.chunks_exact_mut(2) {
+            h.copy_from_slice(&rng.h(-1.0, 1.0));
+        }
+        return out;
+    }
     for blk in out.chunks_exact_mut(bb) {
         blk.iter_mut().for_each(|b| *b = rng.next() as u8);
         match ty {
@@ -80,7 +87,16 @@ fn naive(
     cols: usize,
     act: &QuantizedActivation,
 ) -> (Vec<f64>, Vec<f64>) {
-    let acts: Vec<Vec<f32>> = (0..act.rows()).map(|t| act.dequant_row(t)).collect();
+    // F16 weights take the f32 activation itself; the quantized formats its int8 codes.
+    let acts: Vec<Vec<f32>> = (0..act.rows())
+        .map(|t| {
+            if ty == GgmlType::F16 {
+                act.row_f32(t).to_vec()
+            } else {
+                act.dequant_row(t)
+            }
+        })
+        .collect();
     let mut y = vec![0f64; act.rows() * rows];
     let mut mag = vec![0f64; act.rows() * rows];
     for r in 0..rows {
@@ -97,7 +113,12 @@ fn naive(
 }
 
 fn cols_for(ty: GgmlType, units: usize) -> usize {
-    units * if ty == GgmlType::Q5_0 { 32 } else { 256 }
+    units
+        * if matches!(ty, GgmlType::Q5_0 | GgmlType::F16) {
+            32
+        } else {
+            256
+        }
 }
 
 fn check_all(
@@ -195,7 +216,8 @@ proptest! {
         tokens in 1usize..=9,
         seed in any::<u64>(),
     ) {
-        let cols = cols_for(ty, if ty == GgmlType::Q5_0 { 3 * units } else { units });
+        let short = matches!(ty, GgmlType::Q5_0 | GgmlType::F16);
+        let cols = cols_for(ty, if short { 3 * units } else { units });
         let mut rng = Rng(seed);
         let bytes = random_tensor(ty, rows, cols, &mut rng);
         check_all(ty, &bytes, rows, cols, tokens, seed, &mut rng)?;
@@ -263,6 +285,7 @@ fn layouts_and_sizes() {
         (GgmlType::Q5_K, Layout::Q5_K, 512, 2 * (160 + 20)),
         (GgmlType::Q6_K, Layout::Q6_K, 512, 2 * 210),
         (GgmlType::Q5_0, Layout::Q5_0, 96, 3 * 22),
+        (GgmlType::F16, Layout::F16, 96, 2 * 96),
     ] {
         let b = random_tensor(ty, 16, cols, &mut rng);
         let w = PackedMatrix::pack(ty, &b, 16, cols).unwrap();
@@ -288,7 +311,8 @@ fn layouts_and_sizes() {
 #[test]
 fn extreme_codes_do_not_saturate() {
     let (rows, cols) = (11, 2048);
-    for ty in TYPES {
+    // (F16 has no integer sums to saturate.)
+    for ty in TYPES.into_iter().filter(|&t| t != GgmlType::F16) {
         for code in [0xFFu8, 0x00, 0x0F, 0xF0, 0xAA] {
             let bb = ty.type_size();
             let mut bytes = vec![code; rows * cols / ty.block_size() * bb];

@@ -78,6 +78,7 @@ pub fn panel_dot(w: &PackedMatrix, p: usize, act: &QuantizedActivation, t: usize
             Layout::Q4_K | Layout::Q5_K => *acc = q4_k_row(w.layout, q, s, i, act, t),
             Layout::Q6_K => *acc = q6_k_row(q, s, i, act, t),
             Layout::Q5_0 => *acc = q5_0_row(q, s, i, act, t),
+            Layout::F16 => *acc = f16_row(q, i, act.row_f32(t)),
         }
     }
     acc
@@ -182,6 +183,19 @@ fn q5_0_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) 
         acc = (h(s[b * 8 + i]) * ad[b]).mul_add(isum as f32, acc);
     }
     acc
+}
+
+/// F16 row `i` times the f32 row `x`: two fused chains, even and odd columns, added at
+/// the end (two chains halve the FMA latency chain of a gemv; the SIMD kernels keep the
+/// same two chains per row lane, so they match bit for bit).
+fn f16_row(q: &[u8], i: usize, x: &[f32]) -> f32 {
+    let mut acc = [0f32; 2];
+    for (c, &xv) in x.iter().enumerate() {
+        let at = (c / QK) * 512 + (c % QK) * 16 + 2 * i;
+        let w = h(u16::from_le_bytes([q[at], q[at + 1]]));
+        acc[c % 2] = w.mul_add(xv, acc[c % 2]);
+    }
+    acc[0] + acc[1]
 }
 
 /// `silu(g) * u`.

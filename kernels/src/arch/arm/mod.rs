@@ -43,6 +43,7 @@
 
 pub mod act;
 pub mod cores;
+pub mod f16;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -365,6 +366,7 @@ unsafe fn tile<C: Core, const N: usize>(
         Layout::Q5_K => q5_k::tile::<C, N>(q, s, act, t),
         Layout::Q6_K => q6_k::tile::<C, N>(q, s, act, t),
         Layout::Q5_0 => q5_0::tile::<C, N>(q, s, act, t),
+        Layout::F16 => f16::tile::<N>(q, act, t),
     }
 }
 

@@ -16,6 +16,7 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod act;
+pub mod f16;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -189,6 +190,7 @@ unsafe fn tile<const N: usize>(
             Layout::Q6_K => q6_k::tile::<N>(q, s, act, t),
             Layout::Q5_0 => q5_0::tile::<N>(q, s, act, t),
             Layout::Q5_K => q5_k::tile::<N>(q, s, act, t),
+            Layout::F16 => f16::tile::<N>(q, act, t),
         }
     }
 }
