@@ -1,5 +1,6 @@
 //! aarch64 kernels on the packed 8-row panels of [`crate::matmul::packed`]: plain NEON,
-//! dotprod (`sdot`) and i8mm (`smmla`), for Q4_0, Q4_1 (+ merged 64-groups) and Q8_0.
+//! dotprod (`sdot`) and i8mm (`smmla`), for Q4_0, Q4_1 (+ merged 64-groups), Q8_0, Q5_0,
+//! Q4_K, Q5_K and Q6_K; F16 (f32 activations, `fcvtl` + `fmla`) on every level.
 //!
 //! The layout is the x86 one, read 128 bits at a time: each 32-byte vector of a (panel,
 //! block) record is two NEON registers, rows 0-3 and rows 4-7, one row per 32-bit lane
@@ -9,15 +10,21 @@
 //! 4 rows, in the scalar reference's order (bit-identical to [`crate::matmul::scalar`]).
 //! No horizontal reduction per row anywhere.
 //!
+//! The integer cores ([`cores`]) are written once, generic over a format's
+//! [`cores::Codes`]: how a record yields, per vector `v` and row half, the codes of
+//! elements `4v..4v+4` and `16+4v..16+4v+4` (Q4 nibbles; Q5 / Q6 nibbles or-ed with bits
+//! from their planes, unsigned; Q8_0 bytes).
+//!
 //! * **NEON**: the activation's 4-byte group is broadcast (`ld1r`-style `dup .4s`);
-//!   `smlal`/`smlal2` multiply 8 codes x 8 activation bytes into int16 lanes (Q4: 8
-//!   products of <= 15·127 per lane, <= 15240), two `addp` steps reduce the 4 bytes of a
-//!   row (<= 30480, still int16) and `saddlp` widens to int32. Q8_0: `smull` + `smlal`
-//!   (2 products <= 2·128·127 = 32512) then `sadalp` into int32.
+//!   `smlal`/`smlal2` multiply 8 codes x 8 activation bytes into int16 lanes (Q4/Q5/Q6:
+//!   at most 8 products per lane, kept under 32767 — see
+//!   [`cores::Codes::NARROW`]), `sadalp` widens to int32 once per block and `addp .4s`
+//!   leaves a lane per row. Q8_0: `smull` + `smlal` (2 products <= 2·128·127 = 32512)
+//!   then `sadalp` after every vector.
 //! * **dotprod**: `sdot v.4s, w.16b, a.4b[i]` — the by-element form picks the activation
 //!   4-byte group `i` out of the 16 activation bytes held in one register, so one `sdot`
-//!   does 4 bytes x 4 rows; a Q4 block is 16 `sdot` per token (8 nibble registers x 2
-//!   row halves), Q8_0 also 16.
+//!   does 4 bytes x 4 rows; a block is 16 `sdot` per token (8 code registers x 2 row
+//!   halves) whatever the format.
 //! * **i8mm**: `smmla` multiplies a 2x8 weight tile by an 8x2 activation tile. `zip1/zip2
 //!   .4s` of two consecutive 4-byte-group vectors gives two rows' 8 consecutive elements
 //!   (rows `2k, 2k+1`), and `zip1/zip2 .2d` of two tokens' activation registers gives the
@@ -181,6 +188,18 @@ pub fn act_ptrs<const N: usize>(act: &QuantizedActivation, t0: usize) -> [*const
         *p = act.row_qs(t0 + t).as_ptr();
     }
     ap
+}
+
+/// Per-token slices `f(act, t0 + t)[..nb]` for tokens `0..N` (block scales and sums of
+/// the rows a tile reads).
+#[inline(always)]
+pub fn per_token<'a, T, const N: usize>(
+    act: &'a QuantizedActivation,
+    t0: usize,
+    nb: usize,
+    f: fn(&'a QuantizedActivation, usize) -> &'a [T],
+) -> [&'a [T]; N] {
+    std::array::from_fn(|t| &f(act, t0 + t)[..nb])
 }
 
 // ---- driver ----------------------------------------------------------------------------

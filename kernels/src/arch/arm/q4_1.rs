@@ -4,7 +4,7 @@
 //! of the scalar reference.
 
 use super::q4_0::Q4;
-use super::{act_ptrs, f16x8, Core, F32x8};
+use super::{act_ptrs, f16x8, per_token, Core, F32x8};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::aarch64::*;
 
@@ -22,12 +22,8 @@ pub unsafe fn tile<C: Core, const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 128 && s.len() >= nb * 16 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
         // b < nb: block b's codes, scales and activations are in bounds (checked above).
@@ -61,12 +57,8 @@ pub unsafe fn tile_x64<C: Core, const N: usize>(
     let ng = nb / 2;
     assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for g in 0..ng {
         let (b0, b1) = (2 * g, 2 * g + 1);

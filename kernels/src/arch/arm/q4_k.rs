@@ -7,7 +7,7 @@
 
 use super::cores::Codes;
 use super::q4_0::Q4;
-use super::{act_ptrs, f16x8, Core, F32x8};
+use super::{act_ptrs, f16x8, per_token, Core, F32x8};
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::aarch64::*;
 
@@ -57,12 +57,8 @@ pub unsafe fn tile_with<C: Core, K: Codes, const N: usize>(
     let spg = layout.scales_per_group();
     assert!(nb % 8 == 0 && q.len() >= nb * qb && s.len() >= ng * spg && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for g in 0..ng {
         // g < ng: the 160 bytes of group g ([d; 8], [dmin; 8], sc[8][8], m[8][8]) are in

@@ -6,7 +6,7 @@
 //! folded exactly as `Σqa − 16·Σa` in int32, as the scalar reference does.
 
 use super::cores::Codes;
-use super::{act_ptrs, f16x8, Core, F32x8};
+use super::{act_ptrs, f16x8, per_token, Core, F32x8};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::aarch64::*;
 
@@ -46,12 +46,8 @@ pub unsafe fn tile<C: Core, const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 160 && s.len() >= nb * 8 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut asum = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        asum[t] = &act.row_sum8(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
+    let asum = per_token::<i32, N>(act, t0, nb, QuantizedActivation::row_sum8);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
         // b < nb: block b's 160 record bytes, 8 scales and each row's 32 codes are in bounds.

@@ -8,7 +8,7 @@
 //! with the activation's half-block sums; one FMA per block for 4 rows.
 
 use super::cores::Codes;
-use super::{act_ptrs, f16x8, Core, F32x8};
+use super::{act_ptrs, f16x8, per_token, Core, F32x8};
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::aarch64::*;
 
@@ -50,12 +50,8 @@ pub unsafe fn tile<C: Core, const N: usize>(
     let spg = Layout::Q6_K.scales_per_group();
     assert!(nb % 8 == 0 && q.len() >= nb * 192 && s.len() >= ng * spg && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut s16 = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        s16[t] = &act.row_sum16(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
+    let s16 = per_token::<i32, N>(act, t0, nb, QuantizedActivation::row_sum16);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for g in 0..ng {
         // g < ng: the 144 bytes of group g ([d; 8], then per block 8 x (sc_lo, sc_hi)) are

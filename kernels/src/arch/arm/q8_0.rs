@@ -3,7 +3,7 @@
 //! (signed codes, multiplied signed x signed).
 
 use super::cores::Codes;
-use super::{act_ptrs, f16x8, Core, F32x8};
+use super::{act_ptrs, f16x8, per_token, Core, F32x8};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::aarch64::*;
 
@@ -36,10 +36,7 @@ pub unsafe fn tile<C: Core, const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 256 && s.len() >= nb * 8 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
         // b < nb: block b's 256 code bytes, 8 scales and each row's 32 codes are in bounds.

@@ -1,12 +1,12 @@
 //! Q5_K gemv/gemm tiles on the packed layout of `matmul/packed_k.rs`: the Q5_0 record
-//! decode of [`super::q5_0`] (nibbles + the 5th-bit plane, unsigned 5-bit codes into
+//! decode of [`super::q5_0::pair_p16`] (nibbles + the 5th-bit plane, unsigned 5-bit codes into
 //! `vpmaddubsw`; four vectors summed in int16, `<= 4·2·31·127 = 31496`) with the Q4_K
 //! scale arithmetic of [`super::q4_k`]: the 6-bit sub-block scale widens the int16 sums
 //! in `vpmaddwd` (exact int32 `sc·Σqa`), one FMA per sub-block applies `d·da`, one more
 //! the min term `(dmin·m)·(da·Σa)` — the scalar reference's order, bit for bit.
 
 use super::q4_0::act_ptrs;
-use super::q5_0::fifth_bits;
+use super::q5_0::pair_p16;
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -33,7 +33,6 @@ pub unsafe fn tile<const N: usize>(
         ad[t] = &act.row_d(t0 + t)[..nb];
         ads[t] = &act.row_ds(t0 + t)[..nb];
     }
-    let m4 = _mm256_set1_epi8(0x0F);
     let mut acc = [_mm256_setzero_ps(); N];
     for g in 0..ng {
         // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).
@@ -68,34 +67,10 @@ pub unsafe fn tile<const N: usize>(
             let h = unsafe { _mm256_loadu_si256(qp.add(128) as *const __m256i) };
             let mut p16 = [_mm256_setzero_si256(); N];
             for pair in 0..2 {
-                // Decode vectors v = 2·pair, 2·pair+1 (shared by the N tokens).
-                let mut lo = [_mm256_setzero_si256(); 2];
-                let mut hi = [_mm256_setzero_si256(); 2];
-                for u in 0..2 {
-                    let v = 2 * pair + u;
-                    // SAFETY: in bounds of block b's record.
-                    let x = unsafe { _mm256_loadu_si256(qp.add(32 * v) as *const __m256i) };
-                    let (h0, h1) = fifth_bits(h, v);
-                    lo[u] = _mm256_or_si256(_mm256_and_si256(x, m4), h0);
-                    hi[u] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), h1);
-                }
+                // SAFETY: qp points at block b's record, ap[t] at its activations.
+                let p = unsafe { pair_p16::<N>(qp, h, pair, &ap) };
                 for t in 0..N {
-                    // SAFETY: within the 32-byte activation block b of row t0+t.
-                    let a = |o: usize| unsafe {
-                        _mm256_set1_epi32((ap[t].add(o) as *const i32).read_unaligned())
-                    };
-                    let v = 2 * pair;
-                    let p = _mm256_add_epi16(
-                        _mm256_add_epi16(
-                            _mm256_maddubs_epi16(lo[0], a(4 * v)),
-                            _mm256_maddubs_epi16(hi[0], a(16 + 4 * v)),
-                        ),
-                        _mm256_add_epi16(
-                            _mm256_maddubs_epi16(lo[1], a(4 * v + 4)),
-                            _mm256_maddubs_epi16(hi[1], a(20 + 4 * v)),
-                        ),
-                    );
-                    p16[t] = _mm256_add_epi32(p16[t], _mm256_madd_epi16(p, sc16));
+                    p16[t] = _mm256_add_epi32(p16[t], _mm256_madd_epi16(p[t], sc16));
                 }
             }
             for t in 0..N {
