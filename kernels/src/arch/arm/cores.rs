@@ -28,6 +28,33 @@ pub trait Codes {
     /// NEON; `qp` points at one whole (panel, block) record of this format; `V < 4`,
     /// `h < 2`.
     unsafe fn codes<const V: usize>(qp: *const u8, h: usize) -> (int8x16_t, int8x16_t);
+    /// The `smmla` operands of vectors `V0`, `V0 + 1` for row half `h`: [`Self::codes`] of
+    /// both zipped by 32-bit lanes, `([low codes of rows (4h, 4h+1), (4h+2, 4h+3)], [high
+    /// codes likewise])`, 8 consecutive elements per row. A format may zip its raw bytes
+    /// before decoding when that is cheaper (Q4: one decode per zipped register).
+    ///
+    /// # Safety
+    /// As [`Self::codes`]; `V0` is 0 or 2.
+    #[inline(always)]
+    unsafe fn zipped<const V0: usize, const V1: usize>(
+        qp: *const u8,
+        h: usize,
+    ) -> ([int8x16_t; 2], [int8x16_t; 2]) {
+        let (l0, u0) = Self::codes::<V0>(qp, h);
+        let (l1, u1) = Self::codes::<V1>(qp, h);
+        let (l0, l1) = (vreinterpretq_s32_s8(l0), vreinterpretq_s32_s8(l1));
+        let (u0, u1) = (vreinterpretq_s32_s8(u0), vreinterpretq_s32_s8(u1));
+        (
+            [
+                vreinterpretq_s8_s32(vzip1q_s32(l0, l1)),
+                vreinterpretq_s8_s32(vzip2q_s32(l0, l1)),
+            ],
+            [
+                vreinterpretq_s8_s32(vzip1q_s32(u0, u1)),
+                vreinterpretq_s8_s32(vzip2q_s32(u0, u1)),
+            ],
+        )
+    }
 }
 
 /// Block sums of N tokens: `[low half (or all), high half (or zero)]`, per token 8 rows.
@@ -244,17 +271,12 @@ unsafe fn step_i8mm<
     let p = V0 / 2;
     let hp = if SPLIT { 1 } else { 0 };
     for h in 0..2 {
-        let (l0, u0) = K::codes::<V0>(qp, h);
-        let (l1, u1) = K::codes::<V1>(qp, h);
-        let (l0, l1) = (vreinterpretq_s32_s8(l0), vreinterpretq_s32_s8(l1));
-        let (u0, u1) = (vreinterpretq_s32_s8(u0), vreinterpretq_s32_s8(u1));
-        let l = [vzip1q_s32(l0, l1), vzip2q_s32(l0, l1)];
-        let u = [vzip1q_s32(u0, u1), vzip2q_s32(u0, u1)];
+        let (l, u) = K::zipped::<V0, V1>(qp, h);
         for k in 0..2 {
             let r = 2 * h + k;
             for j in 0..N / 2 {
-                m[0][j][r] = smmla(m[0][j][r], vreinterpretq_s8_s32(l[k]), a[j][p]);
-                m[hp][j][r] = smmla(m[hp][j][r], vreinterpretq_s8_s32(u[k]), a[j][2 + p]);
+                m[0][j][r] = smmla(m[0][j][r], l[k], a[j][p]);
+                m[hp][j][r] = smmla(m[hp][j][r], u[k], a[j][2 + p]);
             }
         }
     }
