@@ -15,9 +15,10 @@
 //!
 //! Shapes are MNN-Pocket's (Qwen2.5-0.5B: hidden 896, FFN 4864 split as 2560-wide parts in
 //! its export, vocab rows in 64K chunks). K-quants need rows that are a multiple of 256
-//! elements, so Q4_K / Q6_K only run the 2560-column shape (the 896-column ones are why
+//! elements, so Q4_K / Q5_K / Q6_K only run the 2560-column shape (the 896-column ones are why
 //! llama.cpp's Q4_K_M falls back to Q5_0 / Q8_0 there); gemv also runs 65536x2560, a
-//! DRAM-sized matrix every format can take.
+//! DRAM-sized matrix every format but F16 takes. F16 (f32 activations) runs every other
+//! shape.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pocket_kernels::matmul::{gemm, gemv, PackOptions, PackedMatrix, QuantizedActivation};
@@ -39,14 +40,16 @@ const GEMV_EXTRA: (usize, usize) = (65536, 2560);
 const TOKENS: usize = 512;
 
 /// (name, type, Q4_1 64-groups share (d, m)).
-const FORMATS: [(&str, GgmlType, bool); 7] = [
+const FORMATS: [(&str, GgmlType, bool); 9] = [
     ("q4_0", GgmlType::Q4_0, false),
     ("q4_1", GgmlType::Q4_1, false),
     ("q4_1x64", GgmlType::Q4_1, true),
     ("q8_0", GgmlType::Q8_0, false),
     ("q5_0", GgmlType::Q5_0, false),
     ("q4_k", GgmlType::Q4_K, false),
+    ("q5_k", GgmlType::Q5_K, false),
     ("q6_k", GgmlType::Q6_K, false),
+    ("f16", GgmlType::F16, false),
 ];
 
 struct XorShift(u64);
@@ -70,6 +73,13 @@ fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8>
     }
     let h = |x: f32| half::f16::from_f32(x).to_bits().to_le_bytes();
     let (d, m) = (h(0.01), h(-0.08));
+    if ty == GgmlType::F16 {
+        // Finite weights of either sign (random bits would include Inf / NaN).
+        for (i, w) in v.chunks_exact_mut(2).enumerate() {
+            w.copy_from_slice(&h(((i * 37 % 101) as f32 - 50.0) * 1e-3));
+        }
+        return v;
+    }
     for (i, blk) in v.chunks_exact_mut(bb).enumerate() {
         match ty {
             GgmlType::Q4_1 => {
@@ -81,7 +91,7 @@ fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8>
                 };
                 blk[2..4].copy_from_slice(&m);
             }
-            GgmlType::Q4_K => {
+            GgmlType::Q4_K | GgmlType::Q5_K => {
                 blk[0..2].copy_from_slice(&h(0.001));
                 blk[2..4].copy_from_slice(&h(0.002));
             }
@@ -92,8 +102,10 @@ fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8>
     v
 }
 
-fn valid(ty: GgmlType, cols: usize) -> bool {
-    cols % ty.block_size() == 0
+/// The format takes rows of `cols` (K-quants: multiples of 256), and F16 stays off the
+/// 65536x2560 shape (335 MB unpacked, as much again packed: too much for a shared box).
+fn valid(ty: GgmlType, rows: usize, cols: usize) -> bool {
+    cols % ty.block_size() == 0 && !(ty == GgmlType::F16 && rows * cols > 65536 * 896)
 }
 
 fn pack(ty: GgmlType, share: bool, rows: usize, cols: usize) -> PackedMatrix {
@@ -118,7 +130,7 @@ fn bench_gemv(c: &mut Criterion) {
     for (rows, cols) in SHAPES.into_iter().chain([GEMV_EXTRA]) {
         let act = activation(1, cols);
         for (name, ty, share) in FORMATS {
-            if !valid(ty, cols) {
+            if !valid(ty, rows, cols) {
                 continue;
             }
             let w = pack(ty, share, rows, cols);
@@ -144,7 +156,7 @@ fn bench_gemv(c: &mut Criterion) {
         .into_iter()
         .flat_map(|s| FORMATS.map(|f| (s, f)))
     {
-        if !valid(ty, cols) {
+        if !valid(ty, rows, cols) {
             continue;
         }
         let act = activation(1, cols);
@@ -175,7 +187,7 @@ fn bench_gemm(c: &mut Criterion) {
     for (rows, cols) in SHAPES {
         let act = activation(TOKENS, cols);
         for (name, ty, share) in FORMATS {
-            if !valid(ty, cols) {
+            if !valid(ty, rows, cols) {
                 continue;
             }
             let w = pack(ty, share, rows, cols);

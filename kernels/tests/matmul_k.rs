@@ -1,5 +1,5 @@
-//! Packed Q4_K / Q6_K / Q5_0 matmul: every available ISA against the scalar packed
-//! reference (tight), the scalar reference against a naive f64 dot of rows decoded by
+//! Packed Q4_K / Q5_K / Q6_K / Q5_0 / F16 matmul: every available ISA against the scalar packed
+//! reference (bit for bit), the scalar reference against a naive f64 dot of rows decoded by
 //! `formats::dequantize` from the raw GGUF bytes with the dequantized activation (loose),
 //! and real gemma-3 tensors (needs `bash tests/fixtures.sh`).
 
@@ -30,16 +30,28 @@ impl Rng {
     }
 }
 
-const TYPES: [GgmlType; 3] = [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_0];
+const TYPES: [GgmlType; 5] = [
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q5_0,
+    GgmlType::F16,
+];
 
 /// Random raw GGUF bytes: random codes and scale bytes, sane fp16 super-scales.
 fn random_tensor(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
     let (bs, bb) = (ty.block_size(), ty.type_size());
     let mut out = vec![0u8; rows * cols / bs * bb];
+    if ty == GgmlType::F16 {
+        for h in out.chunks_exact_mut(2) {
+            h.copy_from_slice(&rng.h(-1.0, 1.0));
+        }
+        return out;
+    }
     for blk in out.chunks_exact_mut(bb) {
         blk.iter_mut().for_each(|b| *b = rng.next() as u8);
         match ty {
-            GgmlType::Q4_K => {
+            GgmlType::Q4_K | GgmlType::Q5_K => {
                 blk[0..2].copy_from_slice(&rng.h(0.0, 0.003));
                 blk[2..4].copy_from_slice(&rng.h(0.0, 0.01));
             }
@@ -75,7 +87,16 @@ fn naive(
     cols: usize,
     act: &QuantizedActivation,
 ) -> (Vec<f64>, Vec<f64>) {
-    let acts: Vec<Vec<f32>> = (0..act.rows()).map(|t| act.dequant_row(t)).collect();
+    // F16 weights take the f32 activation itself; the quantized formats its int8 codes.
+    let acts: Vec<Vec<f32>> = (0..act.rows())
+        .map(|t| {
+            if ty == GgmlType::F16 {
+                act.row_f32(t).to_vec()
+            } else {
+                act.dequant_row(t)
+            }
+        })
+        .collect();
     let mut y = vec![0f64; act.rows() * rows];
     let mut mag = vec![0f64; act.rows() * rows];
     for r in 0..rows {
@@ -92,7 +113,12 @@ fn naive(
 }
 
 fn cols_for(ty: GgmlType, units: usize) -> usize {
-    units * if ty == GgmlType::Q5_0 { 32 } else { 256 }
+    units
+        * if matches!(ty, GgmlType::Q5_0 | GgmlType::F16) {
+            32
+        } else {
+            256
+        }
 }
 
 fn check_all(
@@ -136,9 +162,8 @@ fn check_all(
         let mut out = vec![f32::NAN; tokens * rows];
         gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
         for i in 0..y.len() {
-            let tol = 1e-6 * mag[i] + 1e-7;
             prop_assert!(
-                (out[i] - reference[i]).abs() as f64 <= tol,
+                out[i].to_bits() == reference[i].to_bits(),
                 "{:?} {} gemm vs scalar at {}: {} vs {}",
                 ty,
                 isa,
@@ -154,7 +179,7 @@ fn check_all(
         gemv(&w, &act, hi, split..w.panels(), isa);
         for r in 0..rows {
             prop_assert!(
-                (g[r] - reference[r]).abs() as f64 <= 1e-6 * mag[r] + 1e-7,
+                g[r].to_bits() == reference[r].to_bits(),
                 "{:?} {} gemv row {}: {} vs {}",
                 ty,
                 isa,
@@ -191,7 +216,8 @@ proptest! {
         tokens in 1usize..=9,
         seed in any::<u64>(),
     ) {
-        let cols = cols_for(ty, if ty == GgmlType::Q5_0 { 3 * units } else { units });
+        let short = matches!(ty, GgmlType::Q5_0 | GgmlType::F16);
+        let cols = cols_for(ty, if short { 3 * units } else { units });
         let mut rng = Rng(seed);
         let bytes = random_tensor(ty, rows, cols, &mut rng);
         check_all(ty, &bytes, rows, cols, tokens, seed, &mut rng)?;
@@ -256,8 +282,10 @@ fn layouts_and_sizes() {
     let mut rng = Rng(5);
     for (ty, layout, cols, bytes_per_row) in [
         (GgmlType::Q4_K, Layout::Q4_K, 512, 2 * (128 + 20)),
+        (GgmlType::Q5_K, Layout::Q5_K, 512, 2 * (160 + 20)),
         (GgmlType::Q6_K, Layout::Q6_K, 512, 2 * 210),
         (GgmlType::Q5_0, Layout::Q5_0, 96, 3 * 22),
+        (GgmlType::F16, Layout::F16, 96, 2 * 96),
     ] {
         let b = random_tensor(ty, 16, cols, &mut rng);
         let w = PackedMatrix::pack(ty, &b, 16, cols).unwrap();
@@ -274,8 +302,8 @@ fn layouts_and_sizes() {
         Err(PackError::BadLength { .. })
     ));
     assert!(matches!(
-        PackedMatrix::pack(GgmlType::Q5_K, &b, 1, 256),
-        Err(PackError::UnsupportedType(GgmlType::Q5_K))
+        PackedMatrix::pack(GgmlType::Q3_K, &b, 1, 256),
+        Err(PackError::UnsupportedType(GgmlType::Q3_K))
     ));
 }
 
@@ -283,14 +311,15 @@ fn layouts_and_sizes() {
 #[test]
 fn extreme_codes_do_not_saturate() {
     let (rows, cols) = (11, 2048);
-    for ty in TYPES {
+    // (F16 has no integer sums to saturate.)
+    for ty in TYPES.into_iter().filter(|&t| t != GgmlType::F16) {
         for code in [0xFFu8, 0x00, 0x0F, 0xF0, 0xAA] {
             let bb = ty.type_size();
             let mut bytes = vec![code; rows * cols / ty.block_size() * bb];
             for blk in bytes.chunks_exact_mut(bb) {
                 let one = f16::from_f32(0.01).to_bits().to_le_bytes();
                 match ty {
-                    GgmlType::Q4_K => {
+                    GgmlType::Q4_K | GgmlType::Q5_K => {
                         blk[0..2].copy_from_slice(&one);
                         blk[2..4].copy_from_slice(&one);
                     }

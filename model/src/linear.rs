@@ -1,6 +1,6 @@
 //! Linear layers: `out[t][r] = Σ_c W[r][c] · x[t][c]`, split across the pool.
 //!
-//! * [`Linear::Packed`]: Q4_0 / Q4_1 / Q8_0 / Q5_0 / Q4_K / Q6_K repacked at load into 8-row panels
+//! * [`Linear::Packed`]: Q4_0 / Q4_1 / Q8_0 / Q5_0 / Q4_K / Q5_K / Q6_K / F16 repacked at load into 8-row panels
 //!   (pocket-kernels `matmul`), times a q8_0-style [`QuantizedActivation`].
 //! * [`Linear::Generic`]: every other format, zero-copy over the mapped bytes. Decode
 //!   (one token) quantizes the input once into the format's activation pair (q8_0, q8_1
@@ -45,8 +45,8 @@ pub fn packable(ty: GgmlType, cols: usize) -> bool {
     use GgmlType as T;
     matches!(
         ty,
-        T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q5_0 | T::Q4_K | T::Q6_K
-    ) && cols % ty.block_size() == 0
+        T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q5_0 | T::Q4_K | T::Q5_K | T::Q6_K | T::F16
+    ) && cols % ty.block_size().max(32) == 0
 }
 
 pub enum Linear<'a> {

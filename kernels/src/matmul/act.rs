@@ -3,7 +3,8 @@
 //! the per-block code sum `Σq` (Q4_0's `-8` offset: `Σ(w-8)q = Σwq - 8Σq`, exact in int32)
 //! and `d·Σq` (Q4_1's min: `Σ(w·dw + m)(q·da) = dw·da·Σwq + m·(da·Σq)`).
 //!
-//! One activation serves every matrix that reads the same input (Q, K, V, gate, up).
+//! One activation serves every matrix that reads the same input (Q, K, V, gate, up). It
+//! also keeps the f32 rows: F16 weights multiply those directly.
 
 use super::packed::QK;
 use crate::Isa;
@@ -26,6 +27,9 @@ pub struct QuantizedActivation {
     /// `rows x cols/32` pairs of half-block code sums, `(Σq[0..16] as i16) | (Σq[16..32]
     /// as i16) << 16` (Q6_K's `-32` offset under its per-16 scales; `|Σ| <= 2032`).
     sum16: Vec<i32>,
+    /// The f32 rows themselves (`rows x cols`), for F16 weights (which take f32
+    /// activations, as ggml's F16 x F32 path).
+    x: Vec<f32>,
 }
 
 impl QuantizedActivation {
@@ -68,6 +72,8 @@ impl QuantizedActivation {
         self.ds.resize(nb, 0.0);
         self.sum8.resize(nb, 0);
         self.sum16.resize(nb, 0);
+        self.x.clear();
+        self.x.extend_from_slice(x);
         if !self.quantize_simd(x, isa) {
             for (b, (xb, qb)) in x
                 .chunks_exact(QK)
@@ -166,6 +172,10 @@ impl QuantizedActivation {
     pub fn row_sum16(&self, t: usize) -> &[i32] {
         let nb = self.blocks();
         &self.sum16[t * nb..(t + 1) * nb]
+    }
+    /// The f32 input row `t` (as given, unquantized).
+    pub fn row_f32(&self, t: usize) -> &[f32] {
+        &self.x[t * self.cols..(t + 1) * self.cols]
     }
     /// Block `d·Σq` of row `t`.
     pub fn row_ds(&self, t: usize) -> &[f32] {

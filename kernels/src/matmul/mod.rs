@@ -1,6 +1,7 @@
 //! Quantized matrix-vector (decode) and matrix-matrix (prefill) products on repacked
 //! weights: Q4_0, Q4_1 (and its merged 64-group form), Q8_0 weights times q8_0-style int8
-//! activations; Q4_K, Q6_K and Q5_0 (scales decoded at pack time) with the same activations.
+//! activations; Q4_K, Q5_K, Q6_K and Q5_0 (scales decoded at pack time) with the same
+//! activations.
 //!
 //! * [`PackedMatrix::pack`] repacks raw GGUF bytes once, at load, into panels of 8
 //!   interleaved rows ([`packed`] documents the layout); [`PackedMatrix::pack_stacked`]
@@ -99,11 +100,6 @@ fn run(
     swiglu: bool,
 ) {
     check(w, act, &tokens, out.len(), ld, &panels, swiglu);
-    // Q4_K / Q6_K / Q5_0 have x86 kernels only so far: the scalar path elsewhere.
-    #[cfg(not(target_arch = "x86_64"))]
-    if matches!(w.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
-        return scalar::gemm(w, act, tokens, out, ld, panels, swiglu);
-    }
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => crate::arch::x86::gemm_checked(w, act, tokens, out, ld, panels, swiglu),

@@ -17,9 +17,15 @@
 //! which both 32-blocks of every 64-group share `(d, m)` (MNN-Pocket's export): one
 //! `[d; 8] ++ [m; 8]` per (panel, 64-group), i.e. 4.5 instead of 5.0 bits per weight.
 //!
-//! Q4_K, Q6_K and Q5_0 ([`Layout::Q4_K`], [`Layout::Q6_K`], [`Layout::Q5_0`]) reuse the
+//! Q4_K, Q5_K, Q6_K and Q5_0 ([`Layout::Q4_K`], [`Layout::Q5_K`], [`Layout::Q6_K`],
+//! [`Layout::Q5_0`]) reuse the
 //! Q4 nibble records plus bit planes, with sub-block scales decoded at pack time: see
 //! `packed_k.rs`.
+//!
+//! F16 ([`Layout::F16`], for f32 activations): per (panel, 32-block) 512 bytes, element
+//! `e` of the block = 16 bytes holding the fp16 bits of rows 0..8 (one `vcvtph2ps` /
+//! `fcvtl`+`fcvtl2` gives the 8 rows' weights for one column, multiplied by the broadcast
+//! activation value). 16 bits per weight, as in the file.
 //!
 //! The last panel is padded with zero rows (zero scales, zero codes): their outputs are 0
 //! and are never written. The quant stream starts 64-byte aligned and every (panel, block)
@@ -49,10 +55,16 @@ pub enum Layout {
     /// Q4_K: nibbles as Q4_0 per 32-element sub-block; 6-bit scales/mins decoded at pack
     /// time (see `packed_k.rs`).
     Q4_K,
+    /// Q5_K: the Q5_0 record (nibbles + 5th-bit plane) per 32-element sub-block with the
+    /// Q4_K scale group (see `packed_k.rs`).
+    Q5_K,
     /// Q6_K: low nibbles as Q4_0 plus two 2-bit planes per 32-block; int8 sub-block scales.
     Q6_K,
     /// Q5_0: nibbles as Q4_0 plus one 32-byte plane of 5th bits per 32-block.
     Q5_0,
+    /// F16 weights (f32 activations): per (panel, 32-column block) 32 columns of 8 fp16,
+    /// one 16-byte column after the other. No scale stream.
+    F16,
 }
 
 impl Layout {
@@ -63,7 +75,8 @@ impl Layout {
             Layout::Q8_0 => 256,
             Layout::Q4_K => 128,
             Layout::Q6_K => 192,
-            Layout::Q5_0 => 160,
+            Layout::Q5_0 | Layout::Q5_K => 160,
+            Layout::F16 => 512,
         }
     }
     /// fp16 values (u16 units of the scale stream) per (panel, scale group).
@@ -71,15 +84,24 @@ impl Layout {
         match self {
             Layout::Q4_0 | Layout::Q8_0 | Layout::Q5_0 => 8,
             Layout::Q4_1 | Layout::Q4_1x64 => 16,
-            Layout::Q4_K => packed_k::Q4K_SCALE_U16,
+            Layout::Q4_K | Layout::Q5_K => packed_k::Q4K_SCALE_U16,
             Layout::Q6_K => packed_k::Q6K_SCALE_U16,
+            Layout::F16 => 0,
         }
+    }
+    /// Whether this is one of the layouts of `packed_k.rs` (nibble records + bit planes,
+    /// scales decoded at pack time).
+    pub const fn is_k(self) -> bool {
+        matches!(
+            self,
+            Layout::Q4_K | Layout::Q5_K | Layout::Q6_K | Layout::Q5_0
+        )
     }
     /// 32-blocks sharing one scale group.
     pub const fn blocks_per_group(self) -> usize {
         match self {
             Layout::Q4_1x64 => 2,
-            Layout::Q4_K | Layout::Q6_K => 8,
+            Layout::Q4_K | Layout::Q5_K | Layout::Q6_K => 8,
             _ => 1,
         }
     }
@@ -208,7 +230,10 @@ fn src_geometry(ty: GgmlType) -> Result<(usize, usize), PackError> {
         GgmlType::Q8_0 => Ok((34, 2)),
         GgmlType::Q5_0 => Ok((22, 6)),
         GgmlType::Q4_K => Ok((144, 16)),
+        GgmlType::Q5_K => Ok((176, 48)),
         GgmlType::Q6_K => Ok((210, 0)),
+        // One element per ggml "block"; rows are still cut into 32-column blocks.
+        GgmlType::F16 => Ok((2, 0)),
         t => Err(PackError::UnsupportedType(t)),
     }
 }
@@ -216,7 +241,7 @@ fn src_geometry(ty: GgmlType) -> Result<(usize, usize), PackError> {
 fn check_shape(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Result<(), PackError> {
     let (bb, _) = src_geometry(ty)?;
     let bs = ty.block_size();
-    if cols == 0 || cols % bs != 0 {
+    if cols == 0 || cols % bs.max(QK) != 0 {
         return Err(PackError::BadCols(cols));
     }
     if rows == 0 {
@@ -262,7 +287,9 @@ fn layout_for(ty: GgmlType, merged: bool) -> Layout {
         GgmlType::Q4_1 => Layout::Q4_1,
         GgmlType::Q5_0 => Layout::Q5_0,
         GgmlType::Q4_K => Layout::Q4_K,
+        GgmlType::Q5_K => Layout::Q5_K,
         GgmlType::Q6_K => Layout::Q6_K,
+        GgmlType::F16 => Layout::F16,
         _ => Layout::Q8_0,
     }
 }
@@ -408,7 +435,19 @@ impl PackedMatrix {
 
     /// Writes internal panel `p` from up to 8 source rows (`None` = zero padding).
     fn fill_panel(&mut self, p: usize, srcs: &[Option<&[u8]>]) {
-        if matches!(self.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
+        if self.layout == Layout::F16 {
+            let n = self.nb * 512;
+            let panel = &mut self.qs.as_mut_slice()[p * n..(p + 1) * n];
+            for (i, src) in srcs.iter().enumerate() {
+                let Some(src) = src else { continue };
+                for (c, h) in src.chunks_exact(2).enumerate() {
+                    let at = (c / QK) * 512 + (c % QK) * 16 + 2 * i;
+                    panel[at..at + 2].copy_from_slice(h);
+                }
+            }
+            return;
+        }
+        if self.layout.is_k() {
             return self.fill_panel_k(p, srcs);
         }
         let (bb, qoff) = src_geometry(self.ty).unwrap();
@@ -530,10 +569,18 @@ impl PackedMatrix {
 
     /// Dequantizes row `i` of internal panel `p`.
     pub fn dequant_internal(&self, p: usize, i: usize) -> Vec<f32> {
-        if matches!(self.layout, Layout::Q4_K | Layout::Q6_K | Layout::Q5_0) {
+        if self.layout.is_k() {
             return self.dequant_internal_k(p, i);
         }
         let q = self.panel_quants(p);
+        if self.layout == Layout::F16 {
+            return (0..self.cols)
+                .map(|c| {
+                    let at = (c / QK) * 512 + (c % QK) * 16 + 2 * i;
+                    half::f16::from_bits(u16::from_le_bytes([q[at], q[at + 1]])).to_f32()
+                })
+                .collect();
+        }
         let s = self.panel_scales(p);
         let qb = self.layout.quant_bytes_per_block();
         let spg = self.layout.scales_per_group();

@@ -1,7 +1,7 @@
-//! Packed layouts of Q4_K, Q6_K and Q5_0 (the formats of llama.cpp's Q4_K_M files and of
+//! Packed layouts of Q4_K, Q5_K, Q6_K and Q5_0 (the formats of llama.cpp's Q4_K_M files and of
 //! their fallbacks for rows that are not a multiple of 256).
 //!
-//! All three keep the 8-row panels and the Q4_0 nibble records of [`super`]: per (panel,
+//! All four keep the 8-row panels and the Q4_0 nibble records of [`super`]: per (panel,
 //! 32-block), vector `v = 0..4` holds in lane `i` (row `8p+i`) 4 bytes whose low nibbles
 //! are the low 4 bits of elements `4v..4v+4` and whose high nibbles those of elements
 //! `16+4v..16+4v+4` of that 32-block. Sub-block scales are decoded **once, here**, so the
@@ -15,6 +15,8 @@
 //!   s = 0..8) and `m[s][row]`. Kernel: `Σ_s da_s·(d·sc_s·Σqa − dmin·m_s·Σa)` with
 //!   `sc_s·Σqa` exact in int32 (the scale rides in `vpmaddwd`) and `da_s·Σa` from the
 //!   activation's per-block `d·Σq`.
+//! * **Q5_K** (160 bytes per 32-block: the Q5_0 record below; 5.625 bpw packed vs 5.5 in
+//!   the file). Scale group as Q4_K; codes unsigned 0..=31, so the kernel is Q4_K's.
 //! * **Q6_K** (192 bytes per 32-block: 128 nibble bytes, then two 32-byte planes `H_lo`,
 //!   `H_hi`; 6.5625 bpw, as in the file). Lane `i` byte `k` of `H_lo` holds in bits
 //!   `2v..2v+2` the top 2 bits of element `4v+k`; `H_hi` the same for `16+4v+k`. The
@@ -39,7 +41,7 @@ fn f16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
-/// The unsigned codes (Q4_K 0..=15, Q6_K 0..=63) of a 256-element super-block.
+/// The unsigned codes (Q4_K 0..=15, Q5_K 0..=31, Q6_K 0..=63) of a 256-element super-block.
 fn kquant_codes(layout: Layout, blk: &[u8]) -> [u8; 256] {
     let mut q = [0u8; 256];
     match layout {
@@ -49,6 +51,16 @@ fn kquant_codes(layout: Layout, blk: &[u8]) -> [u8; 256] {
                 for l in 0..32 {
                     let byte = qs[32 * (s / 2) + l];
                     q[32 * s + l] = if s % 2 == 0 { byte & 15 } else { byte >> 4 };
+                }
+            }
+        }
+        Layout::Q5_K => {
+            let (qh, qs) = (&blk[16..48], &blk[48..176]);
+            for i in 0..4 {
+                for l in 0..32 {
+                    let (byte, h) = (qs[32 * i + l], qh[l] >> (2 * i));
+                    q[64 * i + l] = (byte & 15) | (h & 1) << 4;
+                    q[64 * i + 32 + l] = (byte >> 4) | (h & 2) << 3;
                 }
             }
         }
@@ -89,7 +101,7 @@ fn write_record(layout: Layout, dst: &mut [u8], i: usize, c: &[u8]) {
                 dst[160 + i * 4 + k] = hi;
             }
         }
-        Layout::Q5_0 => {
+        Layout::Q5_0 | Layout::Q5_K => {
             for k in 0..4 {
                 let mut h = 0u8;
                 for v in 0..4 {
@@ -117,7 +129,7 @@ fn read_record(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
                     c[e0] |= ((rec[128 + i * 4 + k] >> (2 * v)) & 3) << 4;
                     c[e1] |= ((rec[160 + i * 4 + k] >> (2 * v)) & 3) << 4;
                 }
-                Layout::Q5_0 => {
+                Layout::Q5_0 | Layout::Q5_K => {
                     let h = rec[128 + i * 4 + k];
                     c[e0] |= ((h >> v) & 1) << 4;
                     c[e1] |= ((h >> (4 + v)) & 1) << 4;
@@ -152,8 +164,12 @@ impl PackedMatrix {
                         sc16[b * 8 + i] = f16_at(blk, 0);
                     }
                 }
-                Layout::Q4_K | Layout::Q6_K => {
-                    let bb = if layout == Layout::Q4_K { 144 } else { 210 };
+                Layout::Q4_K | Layout::Q5_K | Layout::Q6_K => {
+                    let bb = match layout {
+                        Layout::Q4_K => 144,
+                        Layout::Q5_K => 176,
+                        _ => 210,
+                    };
                     for (g, blk) in src.chunks_exact(bb).enumerate() {
                         let c = kquant_codes(layout, blk);
                         for j in 0..8 {
@@ -162,7 +178,7 @@ impl PackedMatrix {
                             write_record(layout, rec, i, &c[32 * j..32 * j + 32]);
                         }
                         let grp = &mut sc16[g * spg..(g + 1) * spg];
-                        if layout == Layout::Q4_K {
+                        if layout != Layout::Q6_K {
                             grp[i] = f16_at(blk, 0);
                             grp[8 + i] = f16_at(blk, 2);
                             let packed: &[u8; 12] = blk[4..16].try_into().unwrap();
@@ -206,7 +222,7 @@ impl PackedMatrix {
                         o[e] = (c[e] as i32 - 16) as f32 * d;
                     }
                 }
-                Layout::Q4_K => {
+                Layout::Q4_K | Layout::Q5_K => {
                     let grp = &s[(b / 8) * spg..(b / 8 + 1) * spg];
                     let bytes: &[u8] = bytemuck::cast_slice(grp);
                     let j = b % 8;

@@ -75,9 +75,10 @@ pub fn panel_dot(w: &PackedMatrix, p: usize, act: &QuantizedActivation, t: usize
                     *acc = h(s[g * 16 + 8 + i]).mul_add(ads[b0] + ads[b1], *acc);
                 }
             }
-            Layout::Q4_K => *acc = q4_k_row(q, s, i, act, t),
+            Layout::Q4_K | Layout::Q5_K => *acc = q4_k_row(w.layout, q, s, i, act, t),
             Layout::Q6_K => *acc = q6_k_row(q, s, i, act, t),
             Layout::Q5_0 => *acc = q5_0_row(q, s, i, act, t),
+            Layout::F16 => *acc = f16_row(q, i, act.row_f32(t)),
         }
     }
     acc
@@ -106,10 +107,18 @@ fn hi_codes(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
     c
 }
 
-/// Q4_K row `i`: per sub-block `(d·da)·(sc·Σqa) − (dmin·m)·(da·Σa)`.
-fn q4_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
+/// Q4_K / Q5_K row `i`: per sub-block `(d·da)·(sc·Σqa) − (dmin·m)·(da·Σa)`.
+fn q4_k_row(
+    layout: Layout,
+    q: &[u8],
+    s: &[u16],
+    i: usize,
+    act: &QuantizedActivation,
+    t: usize,
+) -> f32 {
     let (a, ad, ads) = (act.row_qs(t), act.row_d(t), act.row_ds(t));
-    let spg = Layout::Q4_K.scales_per_group();
+    let spg = layout.scales_per_group();
+    let qb = layout.quant_bytes_per_block();
     let mut acc = 0f32;
     for g in 0..act.blocks() / 8 {
         let grp = &s[g * spg..(g + 1) * spg];
@@ -117,7 +126,14 @@ fn q4_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) 
         let (d, dmin) = (h(grp[i]), h(grp[8 + i]));
         for j in 0..8 {
             let b = 8 * g + j;
-            let isum = q4_block_dot(&q[b * 128..], i, &a[b * QK..]) * bytes[32 + 8 * j + i] as i32;
+            let rec = &q[b * qb..(b + 1) * qb];
+            let dot = if layout == Layout::Q5_K {
+                let c = hi_codes(Layout::Q5_0, rec, i);
+                (0..QK).map(|e| c[e] as i32 * a[b * QK + e] as i32).sum()
+            } else {
+                q4_block_dot(rec, i, &a[b * QK..])
+            };
+            let isum = dot * bytes[32 + 8 * j + i] as i32;
             let dm = dmin * bytes[96 + 8 * j + i] as f32;
             acc = (d * ad[b]).mul_add(isum as f32, acc);
             acc = (-dm).mul_add(ads[b], acc);
@@ -167,6 +183,19 @@ fn q5_0_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) 
         acc = (h(s[b * 8 + i]) * ad[b]).mul_add(isum as f32, acc);
     }
     acc
+}
+
+/// F16 row `i` times the f32 row `x`: two fused chains, even and odd columns, added at
+/// the end (two chains halve the FMA latency chain of a gemv; the SIMD kernels keep the
+/// same two chains per row lane, so they match bit for bit).
+fn f16_row(q: &[u8], i: usize, x: &[f32]) -> f32 {
+    let mut acc = [0f32; 2];
+    for (c, &xv) in x.iter().enumerate() {
+        let at = (c / QK) * 512 + (c % QK) * 16 + 2 * i;
+        let w = h(u16::from_le_bytes([q[at], q[at + 1]]));
+        acc[c % 2] = w.mul_add(xv, acc[c % 2]);
+    }
+    acc[0] + acc[1]
 }
 
 /// `silu(g) * u`.

@@ -1,5 +1,6 @@
 //! aarch64 kernels on the packed 8-row panels of [`crate::matmul::packed`]: plain NEON,
-//! dotprod (`sdot`) and i8mm (`smmla`), for Q4_0, Q4_1 (+ merged 64-groups) and Q8_0.
+//! dotprod (`sdot`) and i8mm (`smmla`), for Q4_0, Q4_1 (+ merged 64-groups), Q8_0, Q5_0,
+//! Q4_K, Q5_K and Q6_K; F16 (f32 activations, `fcvtl` + `fmla`) on every level.
 //!
 //! The layout is the x86 one, read 128 bits at a time: each 32-byte vector of a (panel,
 //! block) record is two NEON registers, rows 0-3 and rows 4-7, one row per 32-bit lane
@@ -9,15 +10,21 @@
 //! 4 rows, in the scalar reference's order (bit-identical to [`crate::matmul::scalar`]).
 //! No horizontal reduction per row anywhere.
 //!
+//! The integer cores ([`cores`]) are written once, generic over a format's
+//! [`cores::Codes`]: how a record yields, per vector `v` and row half, the codes of
+//! elements `4v..4v+4` and `16+4v..16+4v+4` (Q4 nibbles; Q5 / Q6 nibbles or-ed with bits
+//! from their planes, unsigned; Q8_0 bytes).
+//!
 //! * **NEON**: the activation's 4-byte group is broadcast (`ld1r`-style `dup .4s`);
-//!   `smlal`/`smlal2` multiply 8 codes x 8 activation bytes into int16 lanes (Q4: 8
-//!   products of <= 15·127 per lane, <= 15240), two `addp` steps reduce the 4 bytes of a
-//!   row (<= 30480, still int16) and `saddlp` widens to int32. Q8_0: `smull` + `smlal`
-//!   (2 products <= 2·128·127 = 32512) then `sadalp` into int32.
+//!   `smlal`/`smlal2` multiply 8 codes x 8 activation bytes into int16 lanes (Q4/Q5/Q6:
+//!   at most 8 products per lane, kept under 32767 — see
+//!   [`cores::Codes::NARROW`]), `sadalp` widens to int32 once per block and `addp .4s`
+//!   leaves a lane per row. Q8_0: `smull` + `smlal` (2 products <= 2·128·127 = 32512)
+//!   then `sadalp` after every vector.
 //! * **dotprod**: `sdot v.4s, w.16b, a.4b[i]` — the by-element form picks the activation
 //!   4-byte group `i` out of the 16 activation bytes held in one register, so one `sdot`
-//!   does 4 bytes x 4 rows; a Q4 block is 16 `sdot` per token (8 nibble registers x 2
-//!   row halves), Q8_0 also 16.
+//!   does 4 bytes x 4 rows; a block is 16 `sdot` per token (8 code registers x 2 row
+//!   halves) whatever the format.
 //! * **i8mm**: `smmla` multiplies a 2x8 weight tile by an 8x2 activation tile. `zip1/zip2
 //!   .4s` of two consecutive 4-byte-group vectors gives two rows' 8 consecutive elements
 //!   (rows `2k, 2k+1`), and `zip1/zip2 .2d` of two tokens' activation registers gives the
@@ -42,9 +49,17 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod act;
+pub mod cores;
+pub mod f16;
 pub mod q4_0;
 pub mod q4_1;
+pub mod q4_k;
+pub mod q5_0;
+pub mod q5_k;
+pub mod q6_k;
 pub mod q8_0;
+
+use cores::{Codes, Sums};
 
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
 use crate::Isa;
@@ -57,22 +72,21 @@ pub type I32x8 = [int32x4_t; 2];
 /// The 8 rows of one panel: rows 0-3 and rows 4-7.
 pub type F32x8 = [float32x4_t; 2];
 
-/// The integer block sums of one ISA level.
+/// The integer block sums of one ISA level (the schedules are in [`cores`], generic over
+/// the format's [`cores::Codes`]).
 pub trait Core {
     /// Activation rows per weight-panel pass in gemm.
     const TILE: usize;
-    /// `Σ nibble·q` over one packed Q4 (panel, block) for tokens `0..N` (nibbles unsigned).
+    /// `Σ code·q` over one packed (panel, block) record of `K` for tokens `0..N`: `[0]` the
+    /// whole block, or with `SPLIT` the low half (elements 0..16) with `[1]` the high half.
     ///
     /// # Safety
-    /// The CPU supports this core's level; `qp` is valid for 128 bytes and each `ap[t]`
-    /// for 32 bytes.
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N];
-    /// `Σ code·q` over one packed Q8_0 (panel, block) for tokens `0..N`.
-    ///
-    /// # Safety
-    /// The CPU supports this core's level; `qp` is valid for 256 bytes and each `ap[t]`
-    /// for 32 bytes.
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N];
+    /// The CPU supports this core's level; `qp` is valid for one record of `K` and each
+    /// `ap[t]` for 32 bytes.
+    unsafe fn sums<K: Codes, const N: usize, const SPLIT: bool>(
+        qp: *const u8,
+        ap: &[*const i8; N],
+    ) -> Sums<N>;
 }
 
 /// Plain NEON (`smlal`, `sadalp`).
@@ -82,41 +96,23 @@ pub struct Dotprod;
 /// NEON + `sdot` + `smmla`.
 pub struct I8mm;
 
-impl Core for Neon {
-    const TILE: usize = 2;
-    #[inline(always)]
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q4_0::sums_neon::<N>(qp, ap)
-    }
-    #[inline(always)]
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q8_0::sums_neon::<N>(qp, ap)
-    }
+macro_rules! core_impl {
+    ($level:ty, $tile:expr, $sums:ident) => {
+        impl Core for $level {
+            const TILE: usize = $tile;
+            #[inline(always)]
+            unsafe fn sums<K: Codes, const N: usize, const SPLIT: bool>(
+                qp: *const u8,
+                ap: &[*const i8; N],
+            ) -> Sums<N> {
+                cores::$sums::<K, N, SPLIT>(qp, ap)
+            }
+        }
+    };
 }
-
-impl Core for Dotprod {
-    const TILE: usize = 4;
-    #[inline(always)]
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q4_0::sums_dotprod::<N>(qp, ap)
-    }
-    #[inline(always)]
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q8_0::sums_dotprod::<N>(qp, ap)
-    }
-}
-
-impl Core for I8mm {
-    const TILE: usize = 4;
-    #[inline(always)]
-    unsafe fn q4<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q4_0::sums_i8mm::<N>(qp, ap)
-    }
-    #[inline(always)]
-    unsafe fn q8<const N: usize>(qp: *const u8, ap: &[*const i8; N]) -> [I32x8; N] {
-        q8_0::sums_i8mm::<N>(qp, ap)
-    }
-}
+core_impl!(Neon, 2, sums_neon);
+core_impl!(Dotprod, 4, sums_dotprod);
+core_impl!(I8mm, 4, sums_i8mm);
 
 // ---- asm primitives ------------------------------------------------------------------
 
@@ -192,6 +188,18 @@ pub fn act_ptrs<const N: usize>(act: &QuantizedActivation, t0: usize) -> [*const
         *p = act.row_qs(t0 + t).as_ptr();
     }
     ap
+}
+
+/// Per-token slices `f(act, t0 + t)[..nb]` for tokens `0..N` (block scales and sums of
+/// the rows a tile reads).
+#[inline(always)]
+pub fn per_token<'a, T, const N: usize>(
+    act: &'a QuantizedActivation,
+    t0: usize,
+    nb: usize,
+    f: fn(&'a QuantizedActivation, usize) -> &'a [T],
+) -> [&'a [T]; N] {
+    std::array::from_fn(|t| &f(act, t0 + t)[..nb])
 }
 
 // ---- driver ----------------------------------------------------------------------------
@@ -373,14 +381,11 @@ unsafe fn tile<C: Core, const N: usize>(
         Layout::Q4_1 => q4_1::tile::<C, N>(q, s, act, t),
         Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, act, t),
         Layout::Q8_0 => q8_0::tile::<C, N>(q, s, act, t),
-        // No ARM kernels for these yet: `matmul::run` sends them to the scalar path before
-        // any ARM kernel is entered.
-        Layout::Q4_K | Layout::Q6_K | Layout::Q5_0 => {
-            unreachable!(
-                "{:?} has no ARM kernel; matmul::run routes it to scalar",
-                w.layout
-            )
-        }
+        Layout::Q4_K => q4_k::tile::<C, N>(q, s, act, t),
+        Layout::Q5_K => q5_k::tile::<C, N>(q, s, act, t),
+        Layout::Q6_K => q6_k::tile::<C, N>(q, s, act, t),
+        Layout::Q5_0 => q5_0::tile::<C, N>(q, s, act, t),
+        Layout::F16 => f16::tile::<N>(q, act, t),
     }
 }
 

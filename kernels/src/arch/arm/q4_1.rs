@@ -1,9 +1,10 @@
-//! Q4_1 tiles: `Σ(q·dw + m)(a·da) = dw·da·Σqa + m·(da·Σa)`; the integer core is the Q4
-//! one ([`Core::q4`]). Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16. [`tile_x64`]
+//! Q4_1 tiles: `Σ(q·dw + m)(a·da) = dw·da·Σqa + m·(da·Σa)`; the codes are the Q4
+//! ones ([`super::q4_0::Q4`]). Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16. [`tile_x64`]
 //! reads the merged layout with one `(d, m)` per 64-group. Float operations in the order
 //! of the scalar reference.
 
-use super::{act_ptrs, f16x8, Core, F32x8};
+use super::q4_0::Q4;
+use super::{act_ptrs, f16x8, per_token, Core, F32x8};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::aarch64::*;
 
@@ -21,16 +22,12 @@ pub unsafe fn tile<C: Core, const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 128 && s.len() >= nb * 16 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
         // b < nb: block b's codes, scales and activations are in bounds (checked above).
-        let sums = C::q4::<N>(q.as_ptr().add(b * 128), &ap);
+        let sums = C::sums::<Q4, N, false>(q.as_ptr().add(b * 128), &ap)[0];
         let dw = f16x8(s.as_ptr().add(b * 16));
         let mw = f16x8(s.as_ptr().add(b * 16 + 8));
         for t in 0..N {
@@ -60,22 +57,18 @@ pub unsafe fn tile_x64<C: Core, const N: usize>(
     let ng = nb / 2;
     assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for g in 0..ng {
         let (b0, b1) = (2 * g, 2 * g + 1);
         // b1 < nb: both blocks' codes/activations and group g's scales are in bounds.
-        let s0 = C::q4::<N>(q.as_ptr().add(b0 * 128), &ap);
+        let s0 = C::sums::<Q4, N, false>(q.as_ptr().add(b0 * 128), &ap)[0];
         let mut ap1 = ap;
         for p in ap1.iter_mut() {
             *p = p.add(QK);
         }
-        let s1 = C::q4::<N>(q.as_ptr().add(b1 * 128), &ap1);
+        let s1 = C::sums::<Q4, N, false>(q.as_ptr().add(b1 * 128), &ap1)[0];
         let dw = f16x8(s.as_ptr().add(g * 16));
         let mw = f16x8(s.as_ptr().add(g * 16 + 8));
         for t in 0..N {

@@ -16,10 +16,12 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod act;
+pub mod f16;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
 pub mod q5_0;
+pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
@@ -187,6 +189,8 @@ unsafe fn tile<const N: usize>(
             Layout::Q4_K => q4_k::tile::<N>(q, s, act, t),
             Layout::Q6_K => q6_k::tile::<N>(q, s, act, t),
             Layout::Q5_0 => q5_0::tile::<N>(q, s, act, t),
+            Layout::Q5_K => q5_k::tile::<N>(q, s, act, t),
+            Layout::F16 => f16::tile::<N>(q, act, t),
         }
     }
 }

@@ -22,6 +22,52 @@ fn fifth_bits(h: __m256i, v: usize) -> (__m256i, __m256i) {
     (_mm256_and_si256(lo, m10), _mm256_and_si256(hi, m10))
 }
 
+/// Vectors `2·pair`, `2·pair+1` of a Q5 record (Q5_0, Q5_K) decoded into unsigned 5-bit
+/// codes (shared by the N tokens) and multiplied with each token's activation by
+/// `vpmaddubsw`: per token the int16 pair sums of the 4 products (`<= 4·2·31·127`).
+///
+/// # Safety
+/// CPU supports AVX2; `qp` valid for the 160-byte record whose plane is `h`, each `ap[t]`
+/// for 32 bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn pair_p16<const N: usize>(
+    qp: *const u8,
+    h: __m256i,
+    pair: usize,
+    ap: &[*const i8; N],
+) -> [__m256i; N] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut lo = [_mm256_setzero_si256(); 2];
+    let mut hi = [_mm256_setzero_si256(); 2];
+    for u in 0..2 {
+        let v = 2 * pair + u;
+        // SAFETY: in bounds of the record (contract).
+        let x = unsafe { _mm256_loadu_si256(qp.add(32 * v) as *const __m256i) };
+        let (h0, h1) = fifth_bits(h, v);
+        lo[u] = _mm256_or_si256(_mm256_and_si256(x, m4), h0);
+        hi[u] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), h1);
+    }
+    let mut p = [_mm256_setzero_si256(); N];
+    for t in 0..N {
+        // SAFETY: within the 32-byte activation block of token t (contract).
+        let a =
+            |o: usize| unsafe { _mm256_set1_epi32((ap[t].add(o) as *const i32).read_unaligned()) };
+        let v = 2 * pair;
+        p[t] = _mm256_add_epi16(
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo[0], a(4 * v)),
+                _mm256_maddubs_epi16(hi[0], a(16 + 4 * v)),
+            ),
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo[1], a(4 * v + 4)),
+                _mm256_maddubs_epi16(hi[1], a(20 + 4 * v)),
+            ),
+        );
+    }
+    p
+}
+
 /// The 8 row outputs of one Q5_0 panel for activation rows `t0..t0+N`.
 ///
 /// # Safety
@@ -43,7 +89,6 @@ pub unsafe fn tile<const N: usize>(
         ad[t] = &act.row_d(t0 + t)[..nb];
         asum[t] = &act.row_sum8(t0 + t)[..nb];
     }
-    let m4 = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
@@ -56,34 +101,10 @@ pub unsafe fn tile<const N: usize>(
         let h = unsafe { _mm256_loadu_si256(qp.add(128) as *const __m256i) };
         let mut i32s = [_mm256_setzero_si256(); N];
         for pair in 0..2 {
-            // Decode vectors v = 2·pair, 2·pair+1 (shared by the N tokens).
-            let mut lo = [_mm256_setzero_si256(); 2];
-            let mut hi = [_mm256_setzero_si256(); 2];
-            for u in 0..2 {
-                let v = 2 * pair + u;
-                // SAFETY: in bounds of block b's record.
-                let x = unsafe { _mm256_loadu_si256(qp.add(32 * v) as *const __m256i) };
-                let (h0, h1) = fifth_bits(h, v);
-                lo[u] = _mm256_or_si256(_mm256_and_si256(x, m4), h0);
-                hi[u] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), h1);
-            }
+            // SAFETY: qp points at block b's 160-byte record, ap[t] at its activations.
+            let p = unsafe { pair_p16::<N>(qp, h, pair, &ap) };
             for t in 0..N {
-                // SAFETY: within the 32-byte activation block b of row t0+t.
-                let a = |o: usize| unsafe {
-                    _mm256_set1_epi32((ap[t].add(o) as *const i32).read_unaligned())
-                };
-                let v = 2 * pair;
-                let p = _mm256_add_epi16(
-                    _mm256_add_epi16(
-                        _mm256_maddubs_epi16(lo[0], a(4 * v)),
-                        _mm256_maddubs_epi16(hi[0], a(16 + 4 * v)),
-                    ),
-                    _mm256_add_epi16(
-                        _mm256_maddubs_epi16(lo[1], a(4 * v + 4)),
-                        _mm256_maddubs_epi16(hi[1], a(20 + 4 * v)),
-                    ),
-                );
-                i32s[t] = _mm256_add_epi32(i32s[t], _mm256_madd_epi16(p, ones));
+                i32s[t] = _mm256_add_epi32(i32s[t], _mm256_madd_epi16(p[t], ones));
             }
         }
         // SAFETY: block b's 8 scales are within `s` (checked).
