@@ -234,9 +234,15 @@ mod tests {
                 let ids = core_affinity::get_core_ids().unwrap_or_default();
                 *seen[i].lock().unwrap() = ids.iter().map(|c| c.id).collect();
             });
-            let (a, b) = (seen[0].lock().unwrap().clone(), seen[1].lock().unwrap().clone());
+            let (a, b) = (
+                seen[0].lock().unwrap().clone(),
+                seen[1].lock().unwrap().clone(),
+            );
             assert_eq!((a.len(), b.len()), (1, 1), "round {round}: {a:?} {b:?}");
-            assert_ne!(a, b, "round {round}: caller and worker pinned to the same core");
+            assert_ne!(
+                a, b,
+                "round {round}: caller and worker pinned to the same core"
+            );
         }
     }
 }

@@ -23,7 +23,7 @@ pub mod q5_0;
 pub mod q6_k;
 pub mod q8_0;
 
-use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
+use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -96,9 +96,15 @@ pub unsafe fn gemm(
 ) {
     let r0 = panels.start * PANEL;
     let tt = token_tile(w.layout);
+    let il = tokens.len() > 1 && has_il(w.layout);
+    let nb = act.blocks();
+    let mut buf = Vec::new();
     let mut c0 = tokens.start;
     while c0 < tokens.end {
         let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
+        if il {
+            interleave(act, c0..c1, tt, &mut buf);
+        }
         for p in panels.clone() {
             let n = (w.rows - p * PANEL).min(PANEL);
             let off = p * PANEL - r0;
@@ -106,20 +112,90 @@ pub unsafe fn gemm(
             while t < c1 {
                 let k = (c1 - t).min(tt);
                 let base = (t - tokens.start) * ld + off;
-                // SAFETY (all four): same CPU-feature contract as this function.
+                let src = if il {
+                    let at = (t - c0) * nb * IL_REC;
+                    Src::Il(&buf[at..at + k * nb * IL_REC])
+                } else {
+                    Src::Rows(act, t)
+                };
+                let o = &mut out[base..];
+                // SAFETY (all six): same CPU-feature contract as this function.
                 match k {
-                    6 => unsafe { emit::<6>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    5 => unsafe { emit::<5>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    4 => unsafe { emit::<4>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    3 => unsafe { emit::<3>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    2 => unsafe { emit::<2>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    _ => unsafe { emit::<1>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
+                    6 => unsafe { emit::<6>(w, p, src, o, ld, n, swiglu) },
+                    5 => unsafe { emit::<5>(w, p, src, o, ld, n, swiglu) },
+                    4 => unsafe { emit::<4>(w, p, src, o, ld, n, swiglu) },
+                    3 => unsafe { emit::<3>(w, p, src, o, ld, n, swiglu) },
+                    2 => unsafe { emit::<2>(w, p, src, o, ld, n, swiglu) },
+                    _ => unsafe { emit::<1>(w, p, src, o, ld, n, swiglu) },
                 }
                 t += k;
             }
         }
         c0 = c1;
     }
+}
+
+/// Bytes per (token, 32-block) of an interleaved activation tile: 32 codes + `d`, `8·Σq`,
+/// `d·Σq`, the half-block sums (4 bytes each).
+pub const IL_REC: usize = 48;
+
+/// Whether `layout` has gemm tiles on interleaved activations ([`interleave`]).
+const fn has_il(layout: Layout) -> bool {
+    matches!(layout, Layout::Q4_0)
+}
+
+/// Rewrites the activation rows `rows` as consecutive tiles of `tt` tokens (the last one
+/// shorter) in the order the gemm tiles read them: per tile of `n` tokens, per 32-block,
+/// a record of `n·48` bytes:
+///
+/// * `[v = 0..4][t = 0..n]`: 8 bytes, codes `4v..4v+4` then `16+4v..16+4v+4` of token `t`
+///   (the elements that meet the low / high nibbles of packed Q4 vector `v`; for Q8_0, 4-byte
+///   groups `v` and `v+4`);
+/// * `d[n]` (f32), `8·Σq[n]` (i32), `d·Σq[n]` (f32), half-block sums `[n]` (i32, as
+///   [`QuantizedActivation::row_sum16`]).
+///
+/// So a tile reaches all its tokens' data through one pointer at fixed offsets (the
+/// per-token pointers and slices of [`Src::Rows`] spilled general registers in the
+/// 4-token tile).
+pub fn interleave(act: &QuantizedActivation, rows: Range<usize>, tt: usize, buf: &mut Vec<u8>) {
+    let nb = act.blocks();
+    buf.clear();
+    buf.resize(rows.len() * nb * IL_REC, 0);
+    let mut at = 0;
+    let mut t0 = rows.start;
+    while t0 < rows.end {
+        let n = (rows.end - t0).min(tt);
+        for b in 0..nb {
+            let rec = &mut buf[at..at + n * IL_REC];
+            for t in 0..n {
+                let r = t0 + t;
+                let q = &act.row_qs(r)[b * QK..(b + 1) * QK];
+                for v in 0..4 {
+                    let o = v * 8 * n + 8 * t;
+                    for k in 0..4 {
+                        rec[o + k] = q[4 * v + k] as u8;
+                        rec[o + 4 + k] = q[16 + 4 * v + k] as u8;
+                    }
+                }
+                let f = 32 * n + 4 * t;
+                rec[f..f + 4].copy_from_slice(&act.row_d(r)[b].to_le_bytes());
+                rec[f + 4 * n..f + 4 * n + 4].copy_from_slice(&act.row_sum8(r)[b].to_le_bytes());
+                rec[f + 8 * n..f + 8 * n + 4].copy_from_slice(&act.row_ds(r)[b].to_le_bytes());
+                rec[f + 12 * n..f + 12 * n + 4].copy_from_slice(&act.row_sum16(r)[b].to_le_bytes());
+            }
+            at += n * IL_REC;
+        }
+        t0 += n;
+    }
+}
+
+/// Where a tile's activation rows come from.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    /// Rows `t..t+N` of the activation.
+    Rows(&'a QuantizedActivation, usize),
+    /// An interleaved tile of N tokens ([`interleave`]), `blocks·N·48` bytes.
+    Il(&'a [u8]),
 }
 
 /// Computes output panel `p` for tokens `t..t+N` and writes `n` rows of each at
@@ -133,22 +209,21 @@ pub unsafe fn gemm(
 unsafe fn emit<const N: usize>(
     w: &PackedMatrix,
     p: usize,
-    act: &QuantizedActivation,
-    t: usize,
+    src: Src,
     out: &mut [f32],
     ld: usize,
     n: usize,
     swiglu: bool,
 ) {
     let v = if swiglu {
-        let mut g = unsafe { tile::<N>(w, 2 * p, act, t) };
-        let u = unsafe { tile::<N>(w, 2 * p + 1, act, t) };
+        let mut g = unsafe { tile::<N>(w, 2 * p, src) };
+        let u = unsafe { tile::<N>(w, 2 * p + 1, src) };
         for j in 0..N {
             g[j] = unsafe { silu_mul(g[j], u[j]) };
         }
         g
     } else {
-        unsafe { tile::<N>(w, p, act, t) }
+        unsafe { tile::<N>(w, p, src) }
     };
     for (j, v) in v.iter().enumerate() {
         let o = &mut out[j * ld..j * ld + n];
@@ -170,13 +245,18 @@ unsafe fn emit<const N: usize>(
 /// CPU supports AVX2, FMA, F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn tile<const N: usize>(
-    w: &PackedMatrix,
-    p: usize,
-    act: &QuantizedActivation,
-    t: usize,
-) -> [__m256; N] {
+unsafe fn tile<const N: usize>(w: &PackedMatrix, p: usize, src: Src) -> [__m256; N] {
     let (q, s) = (w.panel_quants(p), w.panel_scales(p));
+    let (act, t) = match src {
+        // SAFETY: CPU features as required by this function's contract.
+        Src::Il(a) => unsafe {
+            return match w.layout {
+                Layout::Q4_0 => q4_0::tile_il::<N>(q, s, a, w.blocks()),
+                _ => unreachable!("no interleaved tile for {:?}", w.layout),
+            };
+        },
+        Src::Rows(act, t) => (act, t),
+    };
     // SAFETY: CPU features as required by this function's contract.
     unsafe {
         match w.layout {
