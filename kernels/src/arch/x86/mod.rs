@@ -136,23 +136,26 @@ pub unsafe fn gemm(
 }
 
 /// Bytes per (token, 32-block) of an interleaved activation tile: 32 codes + `d`, `8·Σq`,
-/// `d·Σq`, the half-block sums (4 bytes each).
-pub const IL_REC: usize = 48;
+/// `d·Σq`, the half-block sums, the Q5_0 lane offsets (4 bytes each).
+pub const IL_REC: usize = 52;
 
 /// Whether `layout` has gemm tiles on interleaved activations ([`interleave`]).
 const fn has_il(layout: Layout) -> bool {
-    matches!(layout, Layout::Q4_0)
+    matches!(
+        layout,
+        Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 | Layout::Q4_K | Layout::Q5_0
+    )
 }
 
 /// Rewrites the activation rows `rows` as consecutive tiles of `tt` tokens (the last one
 /// shorter) in the order the gemm tiles read them: per tile of `n` tokens, per 32-block,
-/// a record of `n·48` bytes:
+/// a record of `n·52` bytes:
 ///
 /// * `[v = 0..4][t = 0..n]`: 8 bytes, codes `4v..4v+4` then `16+4v..16+4v+4` of token `t`
 ///   (the elements that meet the low / high nibbles of packed Q4 vector `v`; for Q8_0, 4-byte
 ///   groups `v` and `v+4`);
 /// * `d[n]` (f32), `8·Σq[n]` (i32), `d·Σq[n]` (f32), half-block sums `[n]` (i32, as
-///   [`QuantizedActivation::row_sum16`]).
+///   [`QuantizedActivation::row_sum16`]), Q5_0 lane offsets `[n]` (`q5_lane_offsets`).
 ///
 /// So a tile reaches all its tokens' data through one pointer at fixed offsets (the
 /// per-token pointers and slices of [`Src::Rows`] spilled general registers in the
@@ -182,6 +185,7 @@ pub fn interleave(act: &QuantizedActivation, rows: Range<usize>, tt: usize, buf:
                 rec[f + 4 * n..f + 4 * n + 4].copy_from_slice(&act.row_sum8(r)[b].to_le_bytes());
                 rec[f + 8 * n..f + 8 * n + 4].copy_from_slice(&act.row_ds(r)[b].to_le_bytes());
                 rec[f + 12 * n..f + 12 * n + 4].copy_from_slice(&act.row_sum16(r)[b].to_le_bytes());
+                rec[f + 16 * n..f + 16 * n + 4].copy_from_slice(&q5_lane_offsets(q).to_le_bytes());
             }
             at += n * IL_REC;
         }
@@ -189,12 +193,30 @@ pub fn interleave(act: &QuantizedActivation, rows: Range<usize>, tt: usize, buf:
     }
 }
 
+/// `16·Σa` over the 16 codes that meet the low int16 of a row's 32-bit lane in the Q4
+/// nibble products (pairs `4v, 4v+1` and `16+4v, 16+4v+1` of every vector `v`) and over
+/// the other 16 (the high int16), as two int16 in one i32 (`|16·Σ| <= 16·16·127 = 32512`).
+fn q5_lane_offsets(q: &[i8]) -> i32 {
+    let (mut lo, mut hi) = (0i32, 0i32);
+    for v in 0..4 {
+        for k in 0..4 {
+            let s = q[4 * v + k] as i32 + q[16 + 4 * v + k] as i32;
+            if k < 2 {
+                lo += s;
+            } else {
+                hi += s;
+            }
+        }
+    }
+    ((16 * lo) as i16 as u16 as u32 | ((16 * hi) as i16 as u16 as u32) << 16) as i32
+}
+
 /// Where a tile's activation rows come from.
 #[derive(Clone, Copy)]
 enum Src<'a> {
     /// Rows `t..t+N` of the activation.
     Rows(&'a QuantizedActivation, usize),
-    /// An interleaved tile of N tokens ([`interleave`]), `blocks·N·48` bytes.
+    /// An interleaved tile of N tokens ([`interleave`]), `blocks·N·52` bytes.
     Il(&'a [u8]),
 }
 
@@ -252,6 +274,10 @@ unsafe fn tile<const N: usize>(w: &PackedMatrix, p: usize, src: Src) -> [__m256;
         Src::Il(a) => unsafe {
             return match w.layout {
                 Layout::Q4_0 => q4_0::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_1 => q4_1::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_1x64 => q4_1::tile_x64_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_K => q4_k::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q5_0 => q5_0::tile_il::<N>(q, s, a, w.blocks()),
                 _ => unreachable!("no interleaved tile for {:?}", w.layout),
             };
         },

@@ -257,7 +257,7 @@ macro_rules! step4 {
 use step4;
 
 /// The 8 row outputs of one Q4_0 panel for the N tokens of an interleaved activation tile
-/// (`a`: `nb` records of `48·N` bytes, see [`super::interleave`]). Same arithmetic as
+/// (`a`: `nb` records of `52·N` bytes, see [`super::interleave`]). Same arithmetic as
 /// [`tile`], in the same order.
 ///
 /// # Safety
