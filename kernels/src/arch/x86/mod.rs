@@ -95,8 +95,9 @@ pub unsafe fn gemm(
     swiglu: bool,
 ) {
     let r0 = panels.start * PANEL;
-    let tt = token_tile(w.layout);
     let il = tokens.len() > 1 && has_il(w.layout);
+    // The interleaved tiles are 4 tokens wide for every layout (asm cores).
+    let tt = if il { 4 } else { token_tile(w.layout) };
     let nb = act.blocks();
     let mut buf = Vec::new();
     let mut c0 = tokens.start;
@@ -112,7 +113,9 @@ pub unsafe fn gemm(
             while t < c1 {
                 let k = (c1 - t).min(tt);
                 let base = (t - tokens.start) * ld + off;
-                let src = if il {
+                // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3
+                // tokens reads the rows.
+                let src = if il && (k == 4 || w.layout != Layout::Q8_0) {
                     let at = (t - c0) * nb * IL_REC;
                     Src::Il(&buf[at..at + k * nb * IL_REC])
                 } else {
@@ -143,7 +146,7 @@ pub const IL_REC: usize = 52;
 const fn has_il(layout: Layout) -> bool {
     matches!(
         layout,
-        Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 | Layout::Q4_K | Layout::Q5_0
+        Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 | Layout::Q4_K | Layout::Q5_0 | Layout::Q8_0
     )
 }
 
@@ -278,6 +281,12 @@ unsafe fn tile<const N: usize>(w: &PackedMatrix, p: usize, src: Src) -> [__m256;
                 Layout::Q4_1x64 => q4_1::tile_x64_il::<N>(q, s, a, w.blocks()),
                 Layout::Q4_K => q4_k::tile_il::<N>(q, s, a, w.blocks()),
                 Layout::Q5_0 => q5_0::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q8_0 if N == 4 => {
+                    let v = q8_0::tile_il4(q, s, a, w.blocks());
+                    let mut r = [_mm256_setzero_ps(); N];
+                    r.copy_from_slice(&v);
+                    r
+                }
                 _ => unreachable!("no interleaved tile for {:?}", w.layout),
             };
         },
