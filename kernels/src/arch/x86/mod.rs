@@ -7,6 +7,11 @@
 //! No horizontal reduction per row. A gemm tile reuses each loaded weight vector for up to
 //! 4 activation rows.
 //!
+//! Prefill (more than one token) first rewrites each chunk of tokens into interleaved
+//! 4-token records ([`interleave`]) and runs the `tile_il` kernels, whose 4-token block
+//! core is one `asm!` block per weight vector (`q4_0::step4`, `q5_0`, `q8_0`): see
+//! `benches/README.md` for the A/B. gemv keeps the per-row-pointer `tile` kernels.
+//!
 //! Every function here is `unsafe` only because it is compiled with
 //! `#[target_feature(enable = "avx2,fma,f16c")]`: the caller must have checked that the CPU
 //! supports those features. All memory is reached through slices whose lengths are checked
@@ -27,8 +32,9 @@ use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-/// Activation rows processed per weight-panel pass in gemm: 4 for the Q4 layouts, 6 for
-/// Q8_0 (whose per-token work is heavier). A/B on 2560x896 x 120 tokens, GOP/s for tiles
+/// Activation rows per weight-panel pass of the row-pointer tiles (gemv, and Q8_0 chunk
+/// tails; the interleaved prefill tiles are always 4): 4 for the Q4 layouts, 6 for Q8_0
+/// (whose per-token work is heavier). A/B on 2560x896 x 120 tokens, GOP/s for tiles
 /// 2/3/4/5/6: Q4_0 145/168/164/136/136, Q4_1 147/144/149/136/135, Q8_0 79/87/88/95/114.
 pub const fn token_tile(layout: Layout) -> usize {
     match layout {
