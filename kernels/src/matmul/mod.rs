@@ -125,8 +125,8 @@ pub fn gemv(
 }
 
 /// Every row of `act` times the matrix: `out[t·ld + r - 8·panels.start]`. Each weight panel
-/// is loaded once per tile of activation rows (4 on AVX2 Q4 / dotprod / i8mm, 6 on AVX2
-/// Q8_0, 2 on plain NEON).
+/// is loaded once per tile of activation rows (4 on AVX2 / dotprod / i8mm, 2 on plain
+/// NEON).
 pub fn gemm(
     w: &PackedMatrix,
     act: &QuantizedActivation,

@@ -7,6 +7,11 @@
 //! No horizontal reduction per row. A gemm tile reuses each loaded weight vector for up to
 //! 4 activation rows.
 //!
+//! Prefill (more than one token) first rewrites each chunk of tokens into interleaved
+//! 4-token records ([`interleave`]) and runs the `tile_il` kernels, whose 4-token block
+//! core is one `asm!` block per weight vector (`q4_0::step4`, `q5_0`, `q8_0`): see
+//! `benches/README.md` for the A/B. gemv keeps the per-row-pointer `tile` kernels.
+//!
 //! Every function here is `unsafe` only because it is compiled with
 //! `#[target_feature(enable = "avx2,fma,f16c")]`: the caller must have checked that the CPU
 //! supports those features. All memory is reached through slices whose lengths are checked
@@ -25,12 +30,13 @@ pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
-use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
+use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-/// Activation rows processed per weight-panel pass in gemm: 4 for the Q4 layouts, 6 for
-/// Q8_0 (whose per-token work is heavier). A/B on 2560x896 x 120 tokens, GOP/s for tiles
+/// Activation rows per weight-panel pass of the row-pointer tiles (gemv, and Q8_0 chunk
+/// tails; the interleaved prefill tiles are always 4): 4 for the Q4 layouts, 6 for Q8_0
+/// (whose per-token work is heavier). A/B on 2560x896 x 120 tokens, GOP/s for tiles
 /// 2/3/4/5/6: Q4_0 145/168/164/136/136, Q4_1 147/144/149/136/135, Q8_0 79/87/88/95/114.
 pub const fn token_tile(layout: Layout) -> usize {
     match layout {
@@ -97,10 +103,17 @@ pub unsafe fn gemm(
     swiglu: bool,
 ) {
     let r0 = panels.start * PANEL;
-    let tt = token_tile(w.layout);
+    let il = tokens.len() > 1 && has_il(w.layout);
+    // The interleaved tiles are 4 tokens wide for every layout (asm cores).
+    let tt = if il { 4 } else { token_tile(w.layout) };
+    let nb = act.blocks();
+    let mut buf = Vec::new();
     let mut c0 = tokens.start;
     while c0 < tokens.end {
         let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
+        if il {
+            interleave(act, c0..c1, tt, &mut buf);
+        }
         for p in panels.clone() {
             let n = (w.rows - p * PANEL).min(PANEL);
             let off = p * PANEL - r0;
@@ -108,20 +121,114 @@ pub unsafe fn gemm(
             while t < c1 {
                 let k = (c1 - t).min(tt);
                 let base = (t - tokens.start) * ld + off;
-                // SAFETY (all four): same CPU-feature contract as this function.
+                // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3
+                // tokens reads the rows.
+                let src = if il && (k == 4 || w.layout != Layout::Q8_0) {
+                    let at = (t - c0) * nb * IL_REC;
+                    Src::Il(&buf[at..at + k * nb * IL_REC])
+                } else {
+                    Src::Rows(act, t)
+                };
+                let o = &mut out[base..];
+                // SAFETY (all six): same CPU-feature contract as this function.
                 match k {
-                    6 => unsafe { emit::<6>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    5 => unsafe { emit::<5>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    4 => unsafe { emit::<4>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    3 => unsafe { emit::<3>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    2 => unsafe { emit::<2>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
-                    _ => unsafe { emit::<1>(w, p, act, t, &mut out[base..], ld, n, swiglu) },
+                    6 => unsafe { emit::<6>(w, p, src, o, ld, n, swiglu) },
+                    5 => unsafe { emit::<5>(w, p, src, o, ld, n, swiglu) },
+                    4 => unsafe { emit::<4>(w, p, src, o, ld, n, swiglu) },
+                    3 => unsafe { emit::<3>(w, p, src, o, ld, n, swiglu) },
+                    2 => unsafe { emit::<2>(w, p, src, o, ld, n, swiglu) },
+                    _ => unsafe { emit::<1>(w, p, src, o, ld, n, swiglu) },
                 }
                 t += k;
             }
         }
         c0 = c1;
     }
+}
+
+/// Bytes per (token, 32-block) of an interleaved activation tile: 32 codes + `d`, `8·Σq`,
+/// `d·Σq`, the half-block sums, the Q5_0 lane offsets (4 bytes each).
+pub const IL_REC: usize = 52;
+
+/// Whether `layout` has gemm tiles on interleaved activations ([`interleave`]).
+const fn has_il(layout: Layout) -> bool {
+    matches!(
+        layout,
+        Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 | Layout::Q4_K | Layout::Q5_0 | Layout::Q8_0
+    )
+}
+
+/// Rewrites the activation rows `rows` as consecutive tiles of `tt` tokens (the last one
+/// shorter) in the order the gemm tiles read them: per tile of `n` tokens, per 32-block,
+/// a record of `n·52` bytes:
+///
+/// * `[v = 0..4][t = 0..n]`: 8 bytes, codes `4v..4v+4` then `16+4v..16+4v+4` of token `t`
+///   (the elements that meet the low / high nibbles of packed Q4 vector `v`; for Q8_0, 4-byte
+///   groups `v` and `v+4`);
+/// * `d[n]` (f32), `8·Σq[n]` (i32), `d·Σq[n]` (f32), half-block sums `[n]` (i32, as
+///   [`QuantizedActivation::row_sum16`]), Q5_0 lane offsets `[n]` (`q5_lane_offsets`).
+///
+/// So a tile reaches all its tokens' data through one pointer at fixed offsets (the
+/// per-token pointers and slices of [`Src::Rows`] spilled general registers in the
+/// 4-token tile).
+pub fn interleave(act: &QuantizedActivation, rows: Range<usize>, tt: usize, buf: &mut Vec<u8>) {
+    let nb = act.blocks();
+    buf.clear();
+    buf.resize(rows.len() * nb * IL_REC, 0);
+    let mut at = 0;
+    let mut t0 = rows.start;
+    while t0 < rows.end {
+        let n = (rows.end - t0).min(tt);
+        for b in 0..nb {
+            let rec = &mut buf[at..at + n * IL_REC];
+            for t in 0..n {
+                let r = t0 + t;
+                let q = &act.row_qs(r)[b * QK..(b + 1) * QK];
+                for v in 0..4 {
+                    let o = v * 8 * n + 8 * t;
+                    for k in 0..4 {
+                        rec[o + k] = q[4 * v + k] as u8;
+                        rec[o + 4 + k] = q[16 + 4 * v + k] as u8;
+                    }
+                }
+                let f = 32 * n + 4 * t;
+                rec[f..f + 4].copy_from_slice(&act.row_d(r)[b].to_le_bytes());
+                rec[f + 4 * n..f + 4 * n + 4].copy_from_slice(&act.row_sum8(r)[b].to_le_bytes());
+                rec[f + 8 * n..f + 8 * n + 4].copy_from_slice(&act.row_ds(r)[b].to_le_bytes());
+                rec[f + 12 * n..f + 12 * n + 4].copy_from_slice(&act.row_sum16(r)[b].to_le_bytes());
+                rec[f + 16 * n..f + 16 * n + 4].copy_from_slice(&q5_lane_offsets(q).to_le_bytes());
+            }
+            at += n * IL_REC;
+        }
+        t0 += n;
+    }
+}
+
+/// `16·Σa` over the 16 codes that meet the low int16 of a row's 32-bit lane in the Q4
+/// nibble products (pairs `4v, 4v+1` and `16+4v, 16+4v+1` of every vector `v`) and over
+/// the other 16 (the high int16), as two int16 in one i32 (`|16·Σ| <= 16·16·127 = 32512`).
+fn q5_lane_offsets(q: &[i8]) -> i32 {
+    let (mut lo, mut hi) = (0i32, 0i32);
+    for v in 0..4 {
+        for k in 0..4 {
+            let s = q[4 * v + k] as i32 + q[16 + 4 * v + k] as i32;
+            if k < 2 {
+                lo += s;
+            } else {
+                hi += s;
+            }
+        }
+    }
+    ((16 * lo) as i16 as u16 as u32 | ((16 * hi) as i16 as u16 as u32) << 16) as i32
+}
+
+/// Where a tile's activation rows come from.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    /// Rows `t..t+N` of the activation.
+    Rows(&'a QuantizedActivation, usize),
+    /// An interleaved tile of N tokens ([`interleave`]), `blocks·N·52` bytes.
+    Il(&'a [u8]),
 }
 
 /// Computes output panel `p` for tokens `t..t+N` and writes `n` rows of each at
@@ -135,22 +242,21 @@ pub unsafe fn gemm(
 unsafe fn emit<const N: usize>(
     w: &PackedMatrix,
     p: usize,
-    act: &QuantizedActivation,
-    t: usize,
+    src: Src,
     out: &mut [f32],
     ld: usize,
     n: usize,
     swiglu: bool,
 ) {
     let v = if swiglu {
-        let mut g = unsafe { tile::<N>(w, 2 * p, act, t) };
-        let u = unsafe { tile::<N>(w, 2 * p + 1, act, t) };
+        let mut g = unsafe { tile::<N>(w, 2 * p, src) };
+        let u = unsafe { tile::<N>(w, 2 * p + 1, src) };
         for j in 0..N {
             g[j] = unsafe { silu_mul(g[j], u[j]) };
         }
         g
     } else {
-        unsafe { tile::<N>(w, p, act, t) }
+        unsafe { tile::<N>(w, p, src) }
     };
     for (j, v) in v.iter().enumerate() {
         let o = &mut out[j * ld..j * ld + n];
@@ -172,13 +278,28 @@ unsafe fn emit<const N: usize>(
 /// CPU supports AVX2, FMA, F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn tile<const N: usize>(
-    w: &PackedMatrix,
-    p: usize,
-    act: &QuantizedActivation,
-    t: usize,
-) -> [__m256; N] {
+unsafe fn tile<const N: usize>(w: &PackedMatrix, p: usize, src: Src) -> [__m256; N] {
     let (q, s) = (w.panel_quants(p), w.panel_scales(p));
+    let (act, t) = match src {
+        // SAFETY: CPU features as required by this function's contract.
+        Src::Il(a) => unsafe {
+            return match w.layout {
+                Layout::Q4_0 => q4_0::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_1 => q4_1::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_1x64 => q4_1::tile_x64_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_K => q4_k::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q5_0 => q5_0::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q8_0 if N == 4 => {
+                    let v = q8_0::tile_il4(q, s, a, w.blocks());
+                    let mut r = [_mm256_setzero_ps(); N];
+                    r.copy_from_slice(&v);
+                    r
+                }
+                _ => unreachable!("no interleaved tile for {:?}", w.layout),
+            };
+        },
+        Src::Rows(act, t) => (act, t),
+    };
     // SAFETY: CPU features as required by this function's contract.
     unsafe {
         match w.layout {

@@ -118,3 +118,177 @@ pub unsafe fn tile<const N: usize>(
     }
     acc
 }
+
+/// Broadcasts the 4 bytes at `p` to all 8 lanes.
+///
+/// # Safety
+/// CPU supports AVX2; `p` is valid for 4 bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn bcast(p: *const u8) -> __m256i {
+    // SAFETY: contract.
+    _mm256_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
+}
+
+/// Broadcasts the f32 at `p`.
+///
+/// # Safety
+/// CPU supports AVX; `p` is valid for 4 bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn bcast_f(p: *const u8) -> __m256 {
+    // SAFETY: contract.
+    _mm256_set1_ps(unsafe { (p as *const f32).read_unaligned() })
+}
+
+/// The int16 pair sums ([`block_p16`]) of one packed Q4 block against the N tokens of an
+/// interleaved activation record ([`super::interleave`]): `qp` at the block's 128 code
+/// bytes, `ap` at the record (token `t`'s codes for vector `v` at `ap + 8Nv + 8t`).
+///
+/// # Safety
+/// CPU supports AVX2; `qp` valid for 128 bytes, `ap` for `32·N` bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn block_p16_il<const N: usize>(qp: *const u8, ap: *const u8) -> [__m256i; N] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut p = [_mm256_setzero_si256(); N];
+    if N == 4 {
+        // SAFETY: vector v's 32 code bytes and slot v's 32 activation bytes are in
+        // bounds (contract). The first vector writes the sums, the others add to them.
+        unsafe {
+            step4!(
+                qp,
+                ap,
+                m4,
+                p,
+                "vpaddw {s0}, {a}, {b}",
+                "vpaddw {s1}, {a}, {b}",
+                "vpaddw {s2}, {a}, {b}",
+                "vpaddw {s3}, {a}, {b}"
+            );
+            for v in 1..4 {
+                step4!(
+                    qp.add(32 * v),
+                    ap.add(32 * v),
+                    m4,
+                    p,
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
+                );
+            }
+        }
+        return p;
+    }
+    // Tails of a token chunk (1..3 tokens): intrinsics.
+    for v in 0..4 {
+        // SAFETY: within the block's 128 code bytes and 32N activation bytes (contract).
+        unsafe {
+            let x = _mm256_loadu_si256(qp.add(32 * v) as *const __m256i);
+            let lo = _mm256_and_si256(x, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
+            for t in 0..N {
+                let o = ap.add(8 * N * v + 8 * t);
+                let s = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(lo, bcast(o)),
+                    _mm256_maddubs_epi16(hi, bcast(o.add(4))),
+                );
+                p[t] = _mm256_add_epi16(p[t], s);
+            }
+        }
+    }
+    p
+}
+
+/// One weight vector of a Q4 block against 4 interleaved tokens: loads the 32 code bytes
+/// at `$q`, splits the nibbles, and for token `t` forms `a = maddubs(lo, a_t[0..4])` and
+/// `b = maddubs(hi, a_t[4..8])` (`a_t`: the 8 bytes at `$a + 8t`), folded into `$p[t]` by
+/// the instruction(s) `$ct`.
+///
+/// One `asm!` block because, with intrinsics, LLVM (generic x86 schedule) hoists all four
+/// vectors' loads, nibble decodes and activation broadcasts of a block ahead of the
+/// products: that needs more than the 16 ymm registers and spilled the 4-token tile's
+/// accumulators to the stack every block. A/B on 2560x896 x 128 tokens, GOP/s per CPU
+/// second, one thread: intrinsics on interleaved activations 137-142, the previous
+/// per-row-pointer tile 155-170, this 176-182.
+macro_rules! step4 {
+    ($q:expr, $a:expr, $m4:expr, $p:ident, $c0:literal, $c1:literal, $c2:literal, $c3:literal) => {
+        std::arch::asm!(
+            "vmovdqu {x}, ymmword ptr [{q}]",
+            "vpsrlw {h}, {x}, 4",
+            "vpand {x}, {x}, {m4}",
+            "vpand {h}, {h}, {m4}",
+            "vpbroadcastd {a}, dword ptr [{p}]",
+            "vpbroadcastd {b}, dword ptr [{p} + 4]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c0,
+            "vpbroadcastd {a}, dword ptr [{p} + 8]",
+            "vpbroadcastd {b}, dword ptr [{p} + 12]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c1,
+            "vpbroadcastd {a}, dword ptr [{p} + 16]",
+            "vpbroadcastd {b}, dword ptr [{p} + 20]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c2,
+            "vpbroadcastd {a}, dword ptr [{p} + 24]",
+            "vpbroadcastd {b}, dword ptr [{p} + 28]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c3,
+            q = in(reg) $q,
+            p = in(reg) $a,
+            m4 = in(ymm_reg) $m4,
+            x = out(ymm_reg) _,
+            h = out(ymm_reg) _,
+            a = out(ymm_reg) _,
+            b = out(ymm_reg) _,
+            s0 = inout(ymm_reg) $p[0],
+            s1 = inout(ymm_reg) $p[1],
+            s2 = inout(ymm_reg) $p[2],
+            s3 = inout(ymm_reg) $p[3],
+            options(pure, readonly, nostack, preserves_flags),
+        )
+    };
+}
+use step4;
+
+/// The 8 row outputs of one Q4_0 panel for the N tokens of an interleaved activation tile
+/// (`a`: `nb` records of `52·N` bytes, see [`super::interleave`]). Same arithmetic as
+/// [`tile`], in the same order.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
+    let rec = N * super::IL_REC;
+    assert!(q.len() >= nb * 128 && s.len() >= nb * 8 && a.len() >= nb * rec);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
+    for _ in 0..nb {
+        // SAFETY: block b's 128 code bytes, 8 scales and its record are in bounds
+        // (checked above; the pointers are at block b).
+        unsafe {
+            let p16 = block_p16_il::<N>(qp, ap);
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            for t in 0..N {
+                let i = _mm256_sub_epi32(
+                    _mm256_madd_epi16(p16[t], ones),
+                    bcast(ap.add(36 * N + 4 * t)),
+                );
+                let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
+                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
+            }
+        }
+        // Advance to block b+1 (one past the end after the last: never dereferenced).
+        qp = qp.wrapping_add(128);
+        sp = sp.wrapping_add(8);
+        ap = ap.wrapping_add(rec);
+    }
+    acc
+}

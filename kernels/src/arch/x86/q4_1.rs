@@ -2,7 +2,7 @@
 //! `super::q4_0::block_sums`. Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16.
 //! [`tile_x64`] reads the merged layout with one `(d, m)` per 64-group.
 
-use super::q4_0::{act_ptrs, block_sums};
+use super::q4_0::{act_ptrs, bcast_f, block_p16_il, block_sums};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -106,6 +106,86 @@ pub unsafe fn tile_x64<const N: usize>(
             // SAFETY: stays within (or one past) the activation row.
             ap[t] = unsafe { ap[t].add(2 * QK) };
         }
+    }
+    acc
+}
+
+/// [`tile`] on an interleaved activation tile (`a`: `nb` records of `52·N` bytes, see
+/// [`super::interleave`]); same arithmetic, same order.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
+    let rec = N * super::IL_REC;
+    assert!(q.len() >= nb * 128 && s.len() >= nb * 16 && a.len() >= nb * rec);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
+    for _ in 0..nb {
+        // SAFETY: block b's codes, 16 scales and record are in bounds (checked above).
+        unsafe {
+            let p16 = block_p16_il::<N>(qp, ap);
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            let mw = _mm256_cvtph_ps(_mm_loadu_si128(sp.add(8) as *const __m128i));
+            for t in 0..N {
+                let sums = _mm256_madd_epi16(p16[t], ones);
+                let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
+                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(sums), acc[t]);
+                acc[t] = _mm256_fmadd_ps(mw, bcast_f(ap.add(40 * N + 4 * t)), acc[t]);
+            }
+        }
+        // Advance to block b+1 (one past the end after the last: never dereferenced).
+        qp = qp.wrapping_add(128);
+        sp = sp.wrapping_add(16);
+        ap = ap.wrapping_add(rec);
+    }
+    acc
+}
+
+/// [`tile_x64`] on an interleaved activation tile; same arithmetic, same order.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked; the block count is even.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile_x64_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
+    let rec = N * super::IL_REC;
+    let ng = nb / 2;
+    assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && a.len() >= nb * rec);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
+    for _ in 0..ng {
+        // SAFETY: both blocks' codes and records and the group's 16 scales are in bounds
+        // (checked above; the pointers are at block 2g).
+        unsafe {
+            // Block 2g first, kept as one float vector per token (`Σqa·da`), so that
+            // block 2g+1's sums need no extra registers.
+            let p0 = block_p16_il::<N>(qp, ap);
+            let mut tmp = [_mm256_setzero_ps(); N];
+            for t in 0..N {
+                let s0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(p0[t], ones));
+                tmp[t] = _mm256_mul_ps(s0, bcast_f(ap.add(32 * N + 4 * t)));
+            }
+            let (q1, a1) = (qp.add(128), ap.add(rec));
+            let p1 = block_p16_il::<N>(q1, a1);
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            let mw = _mm256_cvtph_ps(_mm_loadu_si128(sp.add(8) as *const __m128i));
+            for t in 0..N {
+                let s1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(p1[t], ones));
+                let tm = _mm256_fmadd_ps(s1, bcast_f(a1.add(32 * N + 4 * t)), tmp[t]);
+                acc[t] = _mm256_fmadd_ps(tm, dw, acc[t]);
+                // `ads[b0] + ads[b1]` as the scalar path adds them.
+                let ds = (ap.add(40 * N + 4 * t) as *const f32).read_unaligned()
+                    + (a1.add(40 * N + 4 * t) as *const f32).read_unaligned();
+                acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ds), acc[t]);
+            }
+        }
+        qp = qp.wrapping_add(256);
+        sp = sp.wrapping_add(16);
+        ap = ap.wrapping_add(2 * rec);
     }
     acc
 }

@@ -5,7 +5,7 @@
 //! `(dmin·m)·(da·Σa)`. (Accumulating per super-block and applying `d`, `dmin` once needs
 //! two more accumulators per token: register spills in the 4-token gemm tile, ~10% slower.)
 
-use super::q4_0::{act_ptrs, block_p16};
+use super::q4_0::{act_ptrs, bcast_f, block_p16, block_p16_il};
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -71,6 +71,56 @@ pub unsafe fn tile<const N: usize>(
                 // SAFETY: stays within (or one past) the activation row.
                 ap[t] = unsafe { ap[t].add(QK) };
             }
+        }
+    }
+    acc
+}
+
+/// [`tile`] on an interleaved activation tile (`a`: `nb` records of `52·N` bytes, see
+/// [`super::interleave`]); same arithmetic, same order.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
+    let rec = N * super::IL_REC;
+    let ng = nb / 8;
+    let spg = Layout::Q4_K.scales_per_group();
+    assert!(nb % 8 == 0 && q.len() >= nb * 128 && s.len() >= ng * spg && a.len() >= nb * rec);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let (mut qp, mut ap) = (q.as_ptr(), a.as_ptr());
+    for g in 0..ng {
+        // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).
+        let grp = unsafe { s.as_ptr().add(g * spg) };
+        let (dw, dmin) = unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(grp as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(grp.add(8) as *const __m128i)),
+            )
+        };
+        let bytes = grp as *const u8;
+        for j in 0..8 {
+            // SAFETY: block 8g+j's codes and record are in bounds (checked; the pointers
+            // are at that block); bytes 32..160 of the group hold sc[8][8] and m[8][8].
+            unsafe {
+                let p16 = block_p16_il::<N>(qp, ap);
+                let sc =
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.add(32 + 8 * j) as *const __m128i));
+                let mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    bytes.add(96 + 8 * j) as *const __m128i,
+                )));
+                let sc16 = _mm256_or_si256(sc, _mm256_slli_epi32::<16>(sc));
+                let dm = _mm256_mul_ps(dmin, mf);
+                for t in 0..N {
+                    let isum = _mm256_madd_epi16(p16[t], sc16);
+                    let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
+                    acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[t]);
+                    acc[t] = _mm256_fnmadd_ps(dm, bcast_f(ap.add(40 * N + 4 * t)), acc[t]);
+                }
+            }
+            qp = qp.wrapping_add(128);
+            ap = ap.wrapping_add(rec);
         }
     }
     acc

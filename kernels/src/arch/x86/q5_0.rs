@@ -4,7 +4,7 @@
 //! `<= 2·31·127`: four vectors summed in int16, then widened). The `−16` is folded
 //! exactly as `Σqa − 16·Σa` in int32; one FMA per block for 8 rows.
 
-use super::q4_0::act_ptrs;
+use super::q4_0::{act_ptrs, bcast, bcast_f};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -118,6 +118,169 @@ pub unsafe fn tile<const N: usize>(
             // SAFETY: stays within (or one past) the activation row.
             ap[t] = unsafe { ap[t].add(QK) };
         }
+    }
+    acc
+}
+
+/// One weight vector `v` of a Q5_0 block against 4 interleaved tokens: as
+/// `super::q4_0::step4`, with the 5th bits merged from the plane `$hp` (`$shl` moves bit
+/// `v` of each byte to bit 4, `$shr` bit `4+v`), and every product added into `$p[t]`
+/// (wrapping int16: see [`tile_il`]).
+macro_rules! step5 {
+    ($q:expr, $a:expr, $hp:expr, $p:ident, $shl:literal, $shr:literal, $c0:literal, $c1:literal, $c2:literal, $c3:literal) => {
+        std::arch::asm!(
+            "vmovdqu {x}, ymmword ptr [{q}]",
+            "vpsrlw {h}, {x}, 4",
+            "vpand {x}, {x}, {m4}",
+            "vpand {h}, {h}, {m4}",
+            $shl,
+            "vpand {a}, {a}, {m10}",
+            "vpor {x}, {x}, {a}",
+            $shr,
+            "vpand {a}, {a}, {m10}",
+            "vpor {h}, {h}, {a}",
+            "vpbroadcastd {a}, dword ptr [{p}]",
+            "vpbroadcastd {b}, dword ptr [{p} + 4]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c0,
+            "vpbroadcastd {a}, dword ptr [{p} + 8]",
+            "vpbroadcastd {b}, dword ptr [{p} + 12]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c1,
+            "vpbroadcastd {a}, dword ptr [{p} + 16]",
+            "vpbroadcastd {b}, dword ptr [{p} + 20]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c2,
+            "vpbroadcastd {a}, dword ptr [{p} + 24]",
+            "vpbroadcastd {b}, dword ptr [{p} + 28]",
+            "vpmaddubsw {a}, {x}, {a}",
+            "vpmaddubsw {b}, {h}, {b}",
+            $c3,
+            q = in(reg) $q,
+            p = in(reg) $a,
+            hp = in(ymm_reg) $hp,
+            m4 = in(ymm_reg) _mm256_set1_epi8(0x0F),
+            m10 = in(ymm_reg) _mm256_set1_epi8(0x10),
+            x = out(ymm_reg) _,
+            h = out(ymm_reg) _,
+            a = out(ymm_reg) _,
+            b = out(ymm_reg) _,
+            s0 = inout(ymm_reg) $p[0],
+            s1 = inout(ymm_reg) $p[1],
+            s2 = inout(ymm_reg) $p[2],
+            s3 = inout(ymm_reg) $p[3],
+            options(pure, readonly, nostack, preserves_flags),
+        )
+    };
+}
+
+/// The 8 row outputs of one Q5_0 panel for the N tokens of an interleaved activation tile
+/// (`a`: `nb` records of `52·N` bytes, see [`super::interleave`]); the same integer
+/// `Σqa − 16·Σa` and the same float operations as [`tile`].
+///
+/// The int16 sums are taken modulo 2^16: the 16 products `q·a` (`q` in 0..=31) behind
+/// one int16 lane can exceed 2^15, but after subtracting that lane's `16·Σa` (carried by
+/// the record, `q5_lane_offsets`) the value is `Σ(q−16)·a` over 16 codes, `|·| <= 16·16·127
+/// = 32512`: it fits, so the wrapped result is exact. That replaces [`tile`]'s two int16
+/// halves, two widenings, an int32 add and an int32 subtract with one int16 subtract and
+/// one widening, and lets the 4-token tile use the Q4 asm core.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
+    let rec = N * super::IL_REC;
+    assert!(q.len() >= nb * 160 && s.len() >= nb * 8 && a.len() >= nb * rec);
+    let m4 = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
+    for _ in 0..nb {
+        // SAFETY: block b's 160 code bytes, 8 scales and record are in bounds (checked
+        // above; the pointers are at block b).
+        unsafe {
+            let hp = _mm256_loadu_si256(qp.add(128) as *const __m256i);
+            let mut p = [_mm256_setzero_si256(); N];
+            if N == 4 {
+                step5!(
+                    qp,
+                    ap,
+                    hp,
+                    p,
+                    "vpsllw {a}, {hp}, 4",
+                    "vmovdqa {a}, {hp}",
+                    "vpaddw {s0}, {a}, {b}",
+                    "vpaddw {s1}, {a}, {b}",
+                    "vpaddw {s2}, {a}, {b}",
+                    "vpaddw {s3}, {a}, {b}"
+                );
+                step5!(
+                    qp.add(32),
+                    ap.add(32),
+                    hp,
+                    p,
+                    "vpsllw {a}, {hp}, 3",
+                    "vpsrlw {a}, {hp}, 1",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
+                );
+                step5!(
+                    qp.add(64),
+                    ap.add(64),
+                    hp,
+                    p,
+                    "vpsllw {a}, {hp}, 2",
+                    "vpsrlw {a}, {hp}, 2",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
+                );
+                step5!(
+                    qp.add(96),
+                    ap.add(96),
+                    hp,
+                    p,
+                    "vpsllw {a}, {hp}, 1",
+                    "vpsrlw {a}, {hp}, 3",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
+                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
+                );
+            } else {
+                for v in 0..4 {
+                    let x = _mm256_loadu_si256(qp.add(32 * v) as *const __m256i);
+                    let (h0, h1) = fifth_bits(hp, v);
+                    let lo = _mm256_or_si256(_mm256_and_si256(x, m4), h0);
+                    let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), h1);
+                    for t in 0..N {
+                        let o = ap.add(8 * N * v + 8 * t);
+                        let s = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(lo, bcast(o)),
+                            _mm256_maddubs_epi16(hi, bcast(o.add(4))),
+                        );
+                        p[t] = _mm256_add_epi16(p[t], s);
+                    }
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            for t in 0..N {
+                let off = bcast(ap.add(48 * N + 4 * t));
+                let i = _mm256_madd_epi16(_mm256_sub_epi16(p[t], off), ones);
+                let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
+                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
+            }
+        }
+        qp = qp.wrapping_add(160);
+        sp = sp.wrapping_add(8);
+        ap = ap.wrapping_add(rec);
     }
     acc
 }

@@ -3,7 +3,7 @@
 //! `madd(·, 1)` before summing. `|w|` is computed once per weight vector and shared by the
 //! N tokens.
 
-use super::q4_0::act_ptrs;
+use super::q4_0::{act_ptrs, bcast_f};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -57,6 +57,126 @@ pub unsafe fn tile<const N: usize>(
             // SAFETY: stays within (or one past) the activation row.
             ap[t] = unsafe { ap[t].add(QK) };
         }
+    }
+    acc
+}
+
+/// Weight vectors `g` (at `$q`) and `g+4` (at `$q + 128`) of a Q8_0 block against 4
+/// interleaved tokens (`$a`: slot `g` of the record, token `t`'s groups `g`, `g+4` at
+/// `$a + 8t`): `madd(maddubs(|w|, sign(a, w)), 1)` per vector, both added into `$p[t]`
+/// (int32) by `$ct`. One `asm!` block for the same reason as `super::q4_0::step4`.
+macro_rules! step8 {
+    ($q:expr, $a:expr, $ones:expr, $p:ident, $c0:literal, $c1:literal, $c2:literal, $c3:literal) => {
+        std::arch::asm!(
+            "vmovdqu {x0}, ymmword ptr [{q}]",
+            "vmovdqu {x1}, ymmword ptr [{q} + 128]",
+            "vpabsb {w0}, {x0}",
+            "vpabsb {w1}, {x1}",
+            "vpbroadcastd {a}, dword ptr [{p}]",
+            "vpbroadcastd {b}, dword ptr [{p} + 4]",
+            "vpsignb {a}, {a}, {x0}",
+            "vpsignb {b}, {b}, {x1}",
+            "vpmaddubsw {a}, {w0}, {a}",
+            "vpmaddubsw {b}, {w1}, {b}",
+            "vpmaddwd {a}, {a}, {ones}",
+            "vpmaddwd {b}, {b}, {ones}",
+            $c0,
+            "vpbroadcastd {a}, dword ptr [{p} + 8]",
+            "vpbroadcastd {b}, dword ptr [{p} + 12]",
+            "vpsignb {a}, {a}, {x0}",
+            "vpsignb {b}, {b}, {x1}",
+            "vpmaddubsw {a}, {w0}, {a}",
+            "vpmaddubsw {b}, {w1}, {b}",
+            "vpmaddwd {a}, {a}, {ones}",
+            "vpmaddwd {b}, {b}, {ones}",
+            $c1,
+            "vpbroadcastd {a}, dword ptr [{p} + 16]",
+            "vpbroadcastd {b}, dword ptr [{p} + 20]",
+            "vpsignb {a}, {a}, {x0}",
+            "vpsignb {b}, {b}, {x1}",
+            "vpmaddubsw {a}, {w0}, {a}",
+            "vpmaddubsw {b}, {w1}, {b}",
+            "vpmaddwd {a}, {a}, {ones}",
+            "vpmaddwd {b}, {b}, {ones}",
+            $c2,
+            "vpbroadcastd {a}, dword ptr [{p} + 24]",
+            "vpbroadcastd {b}, dword ptr [{p} + 28]",
+            "vpsignb {a}, {a}, {x0}",
+            "vpsignb {b}, {b}, {x1}",
+            "vpmaddubsw {a}, {w0}, {a}",
+            "vpmaddubsw {b}, {w1}, {b}",
+            "vpmaddwd {a}, {a}, {ones}",
+            "vpmaddwd {b}, {b}, {ones}",
+            $c3,
+            q = in(reg) $q,
+            p = in(reg) $a,
+            ones = in(ymm_reg) $ones,
+            x0 = out(ymm_reg) _,
+            x1 = out(ymm_reg) _,
+            w0 = out(ymm_reg) _,
+            w1 = out(ymm_reg) _,
+            a = out(ymm_reg) _,
+            b = out(ymm_reg) _,
+            s0 = inout(ymm_reg) $p[0],
+            s1 = inout(ymm_reg) $p[1],
+            s2 = inout(ymm_reg) $p[2],
+            s3 = inout(ymm_reg) $p[3],
+            options(pure, readonly, nostack, preserves_flags),
+        )
+    };
+}
+
+/// The 8 row outputs of one Q8_0 panel for the 4 tokens of an interleaved activation tile
+/// (`a`: `nb` records of `52·4` bytes, see [`super::interleave`]); same integer sums and
+/// float operations as [`tile`].
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub unsafe fn tile_il4(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; 4] {
+    const N: usize = 4;
+    let rec = N * super::IL_REC;
+    assert!(q.len() >= nb * 256 && s.len() >= nb * 8 && a.len() >= nb * rec);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
+    for _ in 0..nb {
+        // SAFETY: block b's 256 code bytes, 8 scales and record are in bounds (checked
+        // above; the pointers are at block b).
+        unsafe {
+            let mut p = [_mm256_setzero_si256(); N];
+            step8!(
+                qp,
+                ap,
+                ones,
+                p,
+                "vpaddd {s0}, {a}, {b}",
+                "vpaddd {s1}, {a}, {b}",
+                "vpaddd {s2}, {a}, {b}",
+                "vpaddd {s3}, {a}, {b}"
+            );
+            for g in 1..4 {
+                step8!(
+                    qp.add(32 * g),
+                    ap.add(32 * g),
+                    ones,
+                    p,
+                    "vpaddd {a}, {a}, {b}\n vpaddd {s0}, {s0}, {a}",
+                    "vpaddd {a}, {a}, {b}\n vpaddd {s1}, {s1}, {a}",
+                    "vpaddd {a}, {a}, {b}\n vpaddd {s2}, {s2}, {a}",
+                    "vpaddd {a}, {a}, {b}\n vpaddd {s3}, {s3}, {a}"
+                );
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            for t in 0..N {
+                let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
+                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p[t]), acc[t]);
+            }
+        }
+        qp = qp.wrapping_add(256);
+        sp = sp.wrapping_add(8);
+        ap = ap.wrapping_add(rec);
     }
     acc
 }

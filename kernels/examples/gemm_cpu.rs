@@ -1,0 +1,118 @@
+//! gemm / gemv throughput per **CPU second** of the calling thread (Linux
+//! `/proc/thread-self/schedstat`), not per wall second: on a machine shared with other
+//! jobs the wall clock also counts the time slices given to them, the thread's own run
+//! time does not. Best of `REPS` passes per case.
+//!
+//!     cargo run --release -p pocket-kernels --example gemm_cpu [FILTER] [TOKENS]
+//!
+//! FILTER is a substring of the case name (`gemm/2560x896/q4_0`); TOKENS defaults to 128
+//! (1 = the gemv path). Prints GOP/s (2·rows·cols·tokens per CPU second) and, for gemv,
+//! GB/s of packed weights. To A/B two builds, copy one binary aside and run the two
+//! alternately on the same filter.
+
+use pocket_kernels::matmul::{gemm, PackOptions, PackedMatrix, QuantizedActivation};
+use pocket_kernels::{GgmlType, Isa};
+use std::hint::black_box;
+
+const REPS: usize = 7;
+
+const SHAPES: [(usize, usize); 4] = [(2560, 896), (896, 2560), (1152, 896), (896, 896)];
+
+const FORMATS: [(&str, GgmlType, bool); 7] = [
+    ("q4_0", GgmlType::Q4_0, false),
+    ("q4_1", GgmlType::Q4_1, false),
+    ("q4_1x64", GgmlType::Q4_1, true),
+    ("q8_0", GgmlType::Q8_0, false),
+    ("q5_0", GgmlType::Q5_0, false),
+    ("q4_k", GgmlType::Q4_K, false),
+    ("q6_k", GgmlType::Q6_K, false),
+];
+
+/// Nanoseconds this thread has run on a CPU.
+fn cpu_ns() -> u64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    s.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8> {
+    let (bs, bb) = (ty.block_size(), ty.type_size());
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut v = vec![0u8; rows * cols / bs * bb];
+    for c in v.chunks_mut(8) {
+        let r = rng.next().to_le_bytes();
+        c.copy_from_slice(&r[..c.len()]);
+    }
+    let h = |x: f32| half::f16::from_f32(x).to_bits().to_le_bytes();
+    for (i, blk) in v.chunks_exact_mut(bb).enumerate() {
+        match ty {
+            GgmlType::Q4_1 => {
+                blk[0..2].copy_from_slice(&h(0.01));
+                let m = if share {
+                    -0.08
+                } else {
+                    -0.08 + (i % 7) as f32 * 1e-3
+                };
+                blk[2..4].copy_from_slice(&h(m));
+            }
+            GgmlType::Q4_K => {
+                blk[0..2].copy_from_slice(&h(0.001));
+                blk[2..4].copy_from_slice(&h(0.002));
+            }
+            GgmlType::Q6_K => blk[208..210].copy_from_slice(&h(0.0005)),
+            _ => blk[0..2].copy_from_slice(&h(0.01)),
+        }
+    }
+    v
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let filter = args.get(1).cloned().unwrap_or_default();
+    let tokens: usize = args.get(2).map_or(128, |t| t.parse().expect("TOKENS"));
+    let isa = Isa::detect();
+    let mut rng = XorShift(42);
+    for (rows, cols) in SHAPES {
+        for (name, ty, share) in FORMATS {
+            let case = format!("gemm/{rows}x{cols}/{name}");
+            if !case.contains(&filter) || cols % ty.block_size() != 0 {
+                continue;
+            }
+            let bytes = random_tensor(ty, share, rows, cols);
+            let w =
+                PackedMatrix::pack_with(ty, &bytes, rows, cols, PackOptions { merge_q4_1: share })
+                    .unwrap();
+            let x: Vec<f32> = (0..tokens * cols)
+                .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
+                .collect();
+            let act = QuantizedActivation::quantize(&x, tokens);
+            let mut out = vec![0f32; rows * tokens];
+            // Enough inner passes for ~50 ms per rep.
+            let ops = 2.0 * (rows * cols * tokens) as f64;
+            let inner = ((5e9 / ops) as usize).max(1);
+            let mut best = f64::MAX;
+            for _ in 0..REPS {
+                let t0 = cpu_ns();
+                for _ in 0..inner {
+                    gemm(&w, &act, &mut out, rows, 0..w.panels(), black_box(isa));
+                }
+                best = best.min((cpu_ns() - t0) as f64 / inner as f64);
+            }
+            black_box(&out);
+            println!(
+                "{case:<24} x{tokens:<4} {:7.1} GOP/s {:7.2} GB/s",
+                ops / best,
+                w.bytes() as f64 / best
+            );
+        }
+    }
+}
