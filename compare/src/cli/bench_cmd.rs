@@ -115,6 +115,9 @@ pub fn run(args: BenchArgs) -> CliResult {
     let mut opts = args.options()?;
     if let Some(p) = &args.profile {
         crate::profiling::kind_of(p)?;
+        if args.model.len() > 1 {
+            return Err("--profile takes one model (one profile file per run)".into());
+        }
     }
     let threads = match &args.threads {
         Some(t) => parse_list("-t", t, false)?,
