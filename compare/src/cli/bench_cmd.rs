@@ -112,7 +112,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         return Err("-r must be at least 1".into());
     }
     let tests = tests_of(&args)?;
-    let mut opts = args.options()?;
+    let opts = args.options()?;
     if let Some(p) = &args.profile {
         crate::profiling::kind_of(p)?;
         if args.model.len() > 1 {
@@ -128,17 +128,7 @@ pub fn run(args: BenchArgs) -> CliResult {
             return Err(format!("model {} not found", m.display()).into());
         }
     }
-    if opts.breakdown {
-        let t = threads.iter().copied().max().unwrap_or(1);
-        let bw = crate::bandwidth::probe(crate::bandwidth::DEFAULT_BYTES, t);
-        eprintln!(
-            "read bandwidth {:.1} GB/s (1 thread), {:.1} GB/s ({} threads)",
-            bw.single_gbs, bw.multi_gbs, bw.threads
-        );
-        opts.bandwidth = Some(bw);
-    }
     let mut rows = Vec::new();
-    let mut tables = String::new();
     for m in &args.model {
         let loaded = pocket_bench::load(m)?;
         let profile = match &args.profile {
@@ -148,11 +138,6 @@ pub fn run(args: BenchArgs) -> CliResult {
         for &t in &threads {
             for &test in &tests {
                 let row = pocket_bench::bench_test_with(&loaded, test, t, args.reps, &opts)?;
-                if let Some(b) = row.extra.get("breakdown") {
-                    let r: crate::breakdown::Report = serde_json::from_value(b.clone())?;
-                    let name = m.file_name().unwrap_or_default().to_string_lossy();
-                    tables.push_str(&r.table(&format!("{name} {test} t{t}")));
-                }
                 if format == Format::Md {
                     eprintln!(
                         "{} {} t{}: {:.2} ± {:.2} t/s, load {:.0} ms, peak RSS {:.1} MiB",
@@ -171,6 +156,31 @@ pub fn run(args: BenchArgs) -> CliResult {
         if let (Some(p), Some(path)) = (profile, &args.profile) {
             let n = p.finish()?;
             eprintln!("profile: {n} samples -> {}", path.display());
+        }
+    }
+    // The read-bandwidth probe (a 512 MiB buffer) runs after the timed runs, so that it
+    // neither disturbs them nor lands in their peak RSS.
+    let mut tables = String::new();
+    if opts.breakdown {
+        let t = threads.iter().copied().max().unwrap_or(1);
+        let bw = crate::bandwidth::probe(crate::bandwidth::DEFAULT_BYTES, t);
+        eprintln!(
+            "read bandwidth {:.1} GB/s (1 thread), {:.1} GB/s ({} threads)",
+            bw.single_gbs, bw.multi_gbs, bw.threads
+        );
+        for row in &mut rows {
+            let Some(b) = row.extra.get_mut("breakdown") else {
+                continue;
+            };
+            let mut r: crate::breakdown::Report = serde_json::from_value(b.clone())?;
+            r.read_bandwidth_gbs = Some(bw.for_threads(row.n_threads as u32));
+            *b = serde_json::to_value(&r)?;
+            let name = std::path::Path::new(&row.model_filename)
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            tables.push_str(&r.table(&format!("{name} {} t{}", row.test_name(), row.n_threads)));
         }
     }
     print!("{}", bench_format::write(&rows, format));
