@@ -204,11 +204,16 @@ fn compare_smollm2_measures_both_engines() {
 
 /// A small qwen3 model written by `pocket synth` (custom shape, q4_1) for the profiling tests.
 fn tiny_qwen3(tag: &str) -> PathBuf {
+    synth_qwen3(tag, &[])
+}
+
+/// `pocket synth --preset custom --arch qwen3 --type q4_1` with `shape` flags.
+fn synth_qwen3(tag: &str, shape: &[&str]) -> PathBuf {
     common::fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
     let dir = std::env::temp_dir().join(format!("pocket-profile-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("tiny-qwen3-q4_1.gguf");
-    let out = pocket(&[
+    let mut args = vec![
         "synth",
         "--preset",
         "custom",
@@ -221,7 +226,9 @@ fn tiny_qwen3(tag: &str) -> PathBuf {
         "-q",
         "-o",
         path.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(shape);
+    let out = pocket(&args);
     assert!(out.status.success(), "synth: {}", stderr(&out));
     path
 }
@@ -323,7 +330,11 @@ fn bench_breakdown_covers_every_operation_and_sums_to_the_total() {
 /// protobuf; another extension is refused before any work.
 #[test]
 fn bench_profile_writes_a_flamegraph_with_kernel_names() {
-    let m = tiny_qwen3("profile");
+    // 17 M parameters: enough matmul time for a few hundred samples at 999 Hz.
+    let m = synth_qwen3(
+        "profile",
+        &["--hidden", "512", "--ffn", "2048", "--layers", "4"],
+    );
     let dir = m.parent().unwrap().to_path_buf();
     let svg = dir.join("flame.svg");
     let pb = dir.join("profile.pb");
@@ -333,11 +344,11 @@ fn bench_profile_writes_a_flamegraph_with_kernel_names() {
         "-m",
         m,
         "-p",
-        "64",
+        "256",
         "-n",
-        "32",
+        "256",
         "-r",
-        "3",
+        "5",
         "-t",
         "2",
         "--profile",
