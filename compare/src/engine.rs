@@ -107,6 +107,8 @@ pub trait Engine {
 #[derive(Debug, Clone)]
 pub struct LlamaCpp {
     pub tools: LlamaTools,
+    /// Placement flags passed to every run (`--cpu-mask 0x3 --cpu-strict 1 --poll 0`).
+    pub placement: Vec<String>,
 }
 
 impl LlamaCpp {
@@ -114,6 +116,7 @@ impl LlamaCpp {
     pub fn locate() -> Result<LlamaCpp> {
         Ok(LlamaCpp {
             tools: LlamaTools::locate()?,
+            placement: Vec::new(),
         })
     }
 }
@@ -133,6 +136,8 @@ impl Engine for LlamaCpp {
         } else {
             (test.n_prompt, test.n_gen, vec![])
         };
+        let mut extra = extra;
+        extra.extend(self.placement.iter().cloned());
         let args = BenchArgs {
             model: model.to_path_buf(),
             threads,
@@ -167,6 +172,8 @@ impl Engine for LlamaCpp {
 pub struct Pocket {
     /// The `pocket` binary.
     pub exe: std::path::PathBuf,
+    /// Placement flags passed to every run (the same as llama-bench's).
+    pub placement: Vec<String>,
 }
 
 impl Pocket {
@@ -174,7 +181,10 @@ impl Pocket {
     pub fn current() -> Result<Pocket> {
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the running pocket binary: {e}"))?;
-        Ok(Pocket { exe })
+        Ok(Pocket {
+            exe,
+            placement: Vec::new(),
+        })
     }
 
     /// The command line of one repetition.
@@ -218,7 +228,8 @@ impl Engine for Pocket {
         if !model.is_file() {
             return Err(format!("model {} not found", model.display()).into());
         }
-        let args = Pocket::args(model, test, threads);
+        let mut args = Pocket::args(model, test, threads);
+        args.extend(self.placement.iter().cloned());
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.args(&args);
         let stats = llama_bench::run_measured(cmd)?;

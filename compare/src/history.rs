@@ -168,6 +168,7 @@ pub fn history_html(receipts: &[Receipt], skipped: &[String]) -> Result<String> 
         );
     }
     html.push_str("</table>\n");
+    html.push_str(&machines_table(receipts));
     for s in skipped {
         let _ = writeln!(html, "<p>skipped: {}</p>", html_escape(s));
     }
@@ -208,4 +209,52 @@ pub fn history_html(receipts: &[Receipt], skipped: &[String]) -> Result<String> 
     }
     html.push_str("</body></html>\n");
     Ok(html)
+}
+
+/// The latest receipt of each machine, side by side: a row per (model, test, threads), a
+/// column per machine, cells `speedup× (pocket / llama.cpp t/s)`. Empty with one machine.
+fn machines_table(receipts: &[Receipt]) -> String {
+    let mut latest: BTreeMap<&str, &Receipt> = BTreeMap::new();
+    for r in receipts {
+        let e = latest.entry(r.machine.name.as_str()).or_insert(r);
+        if r.created > e.created {
+            *e = r;
+        }
+    }
+    if latest.len() < 2 {
+        return String::new();
+    }
+    let mut rows: BTreeMap<Key, BTreeMap<&str, String>> = BTreeMap::new();
+    for (m, r) in &latest {
+        for c in &r.results {
+            let d = &c.derived;
+            rows.entry(c.key()).or_default().insert(
+                m,
+                format!(
+                    "{:.2}× ({:.1} / {:.1})",
+                    d.speedup, d.pocket_ts_mean, d.llama_cpp_ts_mean
+                ),
+            );
+        }
+    }
+    let mut html = String::from(
+        "<h2>Machines side by side (latest receipt of each)</h2>\n<table><tr><th>comparison</th>",
+    );
+    for m in latest.keys() {
+        let _ = write!(html, "<th>{}</th>", html_escape(m));
+    }
+    html.push_str("</tr>\n");
+    for (k, cells) in &rows {
+        let _ = write!(html, "<tr><td>{}</td>", html_escape(&key_label(k)));
+        for m in latest.keys() {
+            let _ = write!(
+                html,
+                "<td>{}</td>",
+                cells.get(m).map_or("—", String::as_str)
+            );
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</table>\n");
+    html
 }

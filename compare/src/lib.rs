@@ -9,6 +9,7 @@
 pub mod bandwidth;
 pub mod bench_format;
 pub mod bench_row;
+pub mod breakdown;
 pub mod cli;
 pub mod comparator;
 pub mod engine;
@@ -19,6 +20,7 @@ pub mod llama_bench;
 pub mod parity;
 pub mod plots;
 pub mod pocket_bench;
+pub mod profiling;
 pub mod receipt;
 pub mod report;
 pub mod sysinfo;

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use pocket_model::gguf::{Gguf, GgufFile};
-use pocket_model::{Config, LoadOptions, Model, Session, SessionOptions};
+use pocket_model::{Config, LoadOptions, Model, Op, Placement, Session, SessionOptions};
 
 use crate::bench_row::BenchRow;
 use crate::engine::Test;
@@ -217,8 +217,49 @@ impl Rng {
     }
 }
 
+/// How a bench runs besides its test: thread placement and accounting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchOptions {
+    /// CPU mask, strict pinning, poll level of the pool.
+    pub placement: Placement,
+    /// The mask as given (`0x0` when none), recorded in the row as llama-bench does.
+    pub cpu_mask: String,
+    /// Per-operation accounting ([`crate::breakdown`]); the row gets a `breakdown` field.
+    pub breakdown: bool,
+    /// Read bandwidth to set the matrix operations' GB/s against (with `breakdown`).
+    pub bandwidth: Option<crate::bandwidth::Bandwidth>,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            placement: Placement::default(),
+            cpu_mask: "0x0".into(),
+            breakdown: false,
+            bandwidth: None,
+        }
+    }
+}
+
+/// The greedy pick the breakdown's "sampling" row times (pocket bench itself feeds random
+/// tokens, as llama-bench does).
+fn argmax(logits: &[f32]) -> u32 {
+    pocket_model::sample_basic::argmax(logits)
+}
+
 /// Runs `test` `reps` times on `m` with `threads` threads and returns its row.
 pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<BenchRow> {
+    bench_test_with(m, test, threads, reps, &BenchOptions::default())
+}
+
+/// [`bench_test`] with placement and accounting options.
+pub fn bench_test_with(
+    m: &Loaded,
+    test: Test,
+    threads: u32,
+    reps: u32,
+    o: &BenchOptions,
+) -> Result<BenchRow> {
     if reps == 0 {
         return Err("-r must be at least 1".into());
     }
@@ -231,6 +272,7 @@ pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<Ben
             n_ctx: (n_prompt + n_gen + 1).max(16),
             n_threads: threads.max(1) as usize,
             pin: true,
+            placement: o.placement,
             ..Default::default()
         },
     );
@@ -239,14 +281,32 @@ pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<Ben
         .tokenizer
         .bos()
         .filter(|_| m.model.tokenizer.add_bos());
+    // With the breakdown on, each forward's logits also go through a timed argmax (the
+    // "sampling" row); the token fed next stays random.
+    let sample = |s: &mut Session| {
+        let t = Instant::now();
+        let logits = s.last_logits();
+        std::hint::black_box(argmax(logits));
+        let ns = t.elapsed().as_nanos() as u64;
+        if let Some(b) = s.breakdown_mut() {
+            b.add(Op::Sampling, ns);
+        }
+    };
     let run = |s: &mut Session, rng: &mut Rng, n_prompt: usize, n_gen: usize| -> Result<()> {
+        let profiled = s.breakdown().is_some();
         if n_prompt > 0 {
             let tokens: Vec<u32> = (0..n_prompt).map(|_| rng.below(n_vocab)).collect();
             s.prefill(&tokens)?;
+            if profiled {
+                sample(s);
+            }
         }
         let mut tok = first_gen.unwrap_or_else(|| rng.below(n_vocab));
         for _ in 0..n_gen {
             s.decode(tok)?;
+            if profiled {
+                sample(s);
+            }
             tok = rng.below(n_vocab);
         }
         Ok(())
@@ -259,6 +319,8 @@ pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<Ben
         session.clear();
         run(&mut session, &mut rng, 0, 1)?;
     }
+    // Accounting starts with the timed repetitions.
+    session.set_breakdown(o.breakdown);
     let mut samples_ns = Vec::with_capacity(reps as usize);
     for _ in 0..reps {
         session.clear();
@@ -274,6 +336,9 @@ pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<Ben
     row.model_size = m.info.model_size;
     row.model_n_params = m.info.model_n_params;
     row.n_threads = threads as i64;
+    row.cpu_mask = o.cpu_mask.clone();
+    row.cpu_strict = o.placement.strict;
+    row.poll = i64::from(o.placement.poll);
     row.n_prompt = n_prompt as i64;
     row.n_gen = n_gen as i64;
     row.test_time = utc_now();
@@ -284,6 +349,18 @@ pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<Ben
     );
     row.extra
         .insert("peak_rss_bytes".into(), serde_json::json!(self_peak_rss()));
+    if let Some(b) = session.breakdown() {
+        let total_ns: u64 = row.samples_ns.iter().sum();
+        let report = crate::breakdown::Report::new(
+            b,
+            total_ns,
+            o.bandwidth.as_ref().map(|bw| bw.for_threads(threads)),
+        );
+        row.extra.insert(
+            "breakdown".into(),
+            serde_json::to_value(&report).expect("breakdown serializes"),
+        );
+    }
     Ok(row)
 }
 

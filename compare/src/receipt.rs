@@ -32,6 +32,33 @@ pub struct Receipt {
     pub results: Vec<Comparison>,
     #[serde(default)]
     pub parity: Vec<Parity>,
+    /// Thread placement both engines ran with (absent in receipts from before the flags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementRecord>,
+}
+
+/// `--cpu-mask`, `--cpu-strict` and `--poll` as given to both engines (llama-bench's
+/// spelling and defaults: `0x0`, false, 50).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementRecord {
+    pub cpu_mask: String,
+    pub cpu_strict: bool,
+    pub poll: u32,
+}
+
+impl PlacementRecord {
+    /// The command-line flags of this placement (the same for llama-bench and pocket bench).
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            "--cpu-mask".into(),
+            self.cpu_mask.clone(),
+            "--cpu-strict".into(),
+            u8::from(self.cpu_strict).to_string(),
+            "--poll".into(),
+            self.poll.to_string(),
+        ]
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,6 +308,7 @@ impl Receipt {
             llama_cpp_build: llama_cpp_build.into(),
             results: Vec::new(),
             parity: Vec::new(),
+            placement: None,
         }
     }
 

@@ -69,7 +69,10 @@ fn real_llama_bench_json_and_md_parse() {
 
 #[test]
 fn llama_cpp_engine_measures_one_repetition() {
-    let engine = LlamaCpp { tools: tools() };
+    let engine = LlamaCpp {
+        tools: tools(),
+        placement: Vec::new(),
+    };
     assert_eq!(engine.name(), "llama.cpp");
     let s = engine.bench(&model(), Test::tg(8), 1).unwrap();
     assert_eq!(s.row.test_name(), "tg8");

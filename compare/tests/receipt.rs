@@ -206,6 +206,10 @@ fn history_page_plots_every_receipt() {
     let html = history::history_html(&receipts, &skipped).unwrap();
     assert_eq!(html.matches("<svg").count(), 1 + 4);
     assert!(html.contains("2026-11-28") && html.contains("skipped"));
+    // Two machines: their latest receipts side by side.
+    assert!(html.contains("Machines side by side"));
+    assert!(html.contains("<th>other</th>") && html.contains("<th>test box</th>"));
+    assert!(html.contains("1.10× ("), "{html}");
 
     compare_cmd::run(CompareArgs {
         history: Some(root.path().to_path_buf()),
@@ -231,6 +235,9 @@ fn args() -> CompareArgs {
         reps: 5,
         no_parity: false,
         no_bandwidth: false,
+        cpu_mask: None,
+        cpu_strict: 0,
+        poll: 50,
     }
 }
 

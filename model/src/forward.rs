@@ -28,7 +28,8 @@ use crate::config::{Config, ConfigError, FfnAct, RopeType};
 use crate::gguf::{GgufError, GgufFile};
 use crate::kv_cache::{KvCache, KvType};
 use crate::linear::{Input, Linear};
-use crate::threadpool::ThreadPool;
+use crate::profile::{mark, Breakdown, Op};
+use crate::threadpool::{Placement, ThreadPool};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 use crate::weights::{GateUp, LoadOptions, Qkv, WeightError, Weights};
 
@@ -114,6 +115,9 @@ pub struct SessionOptions {
     pub type_v: KvType,
     /// Pin pool threads to cores.
     pub pin: bool,
+    /// CPU mask, strict pinning and spin-or-park policy of the pool (overrides `pin` when
+    /// it sets a mask or strict placement).
+    pub placement: Placement,
 }
 
 impl Default for SessionOptions {
@@ -126,6 +130,7 @@ impl Default for SessionOptions {
             type_k: KvType::F16,
             type_v: KvType::F16,
             pin: false,
+            placement: Placement::default(),
         }
     }
 }
@@ -174,6 +179,8 @@ pub struct Session<'m> {
     pub logits_all: bool,
     /// The tokens in the cache (`pos` of them), for prefix reuse.
     tokens: Vec<u32>,
+    /// Per-operation accounting, when on ([`Session::set_breakdown`]).
+    prof: Option<Box<Breakdown>>,
 }
 
 impl<'m> Session<'m> {
@@ -203,7 +210,7 @@ impl<'m> Session<'m> {
             .iter()
             .map(|&b| RopeTable::with_freq_scale(c.n_rot, b, c.rope_freq_scale, n_ctx))
             .collect();
-        let pool = ThreadPool::new(o.n_threads, o.pin);
+        let pool = ThreadPool::with_placement(o.n_threads, o.pin, o.placement);
         let b = Bufs {
             scratch: (0..pool.threads()).map(|_| Mutex::default()).collect(),
             ..Bufs::default()
@@ -218,7 +225,24 @@ impl<'m> Session<'m> {
             rope_of,
             logits_all: false,
             tokens: Vec::new(),
+            prof: None,
         })
+    }
+
+    /// Turns per-operation accounting on (fresh counters) or off.
+    pub fn set_breakdown(&mut self, on: bool) {
+        self.prof = on.then(Box::default);
+    }
+    /// The per-operation accounting so far, when on.
+    pub fn breakdown(&self) -> Option<&Breakdown> {
+        self.prof.as_deref()
+    }
+    pub fn breakdown_mut(&mut self) -> Option<&mut Breakdown> {
+        self.prof.as_deref_mut()
+    }
+    /// The logits the last forward call returned.
+    pub fn last_logits(&self) -> &[f32] {
+        &self.b.logits
     }
 
     pub fn n_ctx(&self) -> usize {
@@ -309,8 +333,12 @@ impl<'m> Session<'m> {
             b,
             ropes,
             rope_of,
+            prof,
             ..
         } = self;
+        if let Some(p) = prof {
+            p.begin(t_n);
+        }
         let mode = match c.rope_type {
             RopeType::Normal => RopeMode::Normal,
             RopeType::Neox => RopeMode::Neox,
@@ -338,10 +366,12 @@ impl<'m> Session<'m> {
         if let Some(map) = m.embd_map {
             map.release_pages(edata);
         }
+        mark(prof, Op::Other);
 
         for (l, w) in m.weights.layers.iter().enumerate() {
             // Attention block.
             norm_rows(isa, &b.x, &w.attn_norm, c.eps, &mut b.xn, e);
+            mark(prof, Op::NormRope);
             b.q.resize(t_n * qd, 0.0);
             b.k.resize(t_n * kvd, 0.0);
             b.v.resize(t_n * kvd, 0.0);
@@ -349,6 +379,8 @@ impl<'m> Session<'m> {
                 Qkv::Fused(lin) => {
                     let w3 = qd + 2 * kvd;
                     b.inp.set(&b.xn, t_n, &[lin]);
+                    mark(prof, Op::ActQuant);
+                    matrix(prof, Op::Qkv, &[lin], t_n);
                     b.qkv.resize(t_n * w3, 0.0);
                     lin.forward(pool, &b.inp, &mut b.qkv, isa);
                     for t in 0..t_n {
@@ -360,11 +392,14 @@ impl<'m> Session<'m> {
                 }
                 Qkv::Split { q, k, v } => {
                     b.inp.set(&b.xn, t_n, &[q, k, v]);
+                    mark(prof, Op::ActQuant);
+                    matrix(prof, Op::Qkv, &[q, k, v], t_n);
                     q.forward(pool, &b.inp, &mut b.q, isa);
                     k.forward(pool, &b.inp, &mut b.k, isa);
                     v.forward(pool, &b.inp, &mut b.v, isa);
                 }
             }
+            mark(prof, Op::Qkv);
             if let Some([bq, bk, bv]) = &w.bias {
                 add_rows(&mut b.q, bq);
                 add_rows(&mut b.k, bk);
@@ -385,6 +420,7 @@ impl<'m> Session<'m> {
                 rope::rope_with(isa, mode, kr, hd, table, pos);
                 cache.write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
             }
+            mark(prof, Op::NormRope);
             // The last layer attends (and goes on) with the rows that need logits only.
             let ts = if l + 1 == c.n_layer && !want.is_empty() && want.len() < t_n {
                 trimmed = true;
@@ -456,14 +492,18 @@ impl<'m> Session<'m> {
                     }
                 });
             }
+            mark(prof, Op::Attention);
             if trimmed {
                 b.x.copy_within(ts.start * e..ts.end * e, 0);
                 b.x.truncate(nt * e);
                 tn = nt;
             }
             b.inp.set(&b.att, tn, &[&w.wo]);
+            mark(prof, Op::ActQuant);
             b.o.resize(tn * e, 0.0);
             w.wo.forward(pool, &b.inp, &mut b.o, isa);
+            matrix(prof, Op::OutProj, &[&w.wo], tn);
+            mark(prof, Op::OutProj);
             if let Some(pn) = &w.post_attn_norm {
                 for r in b.o.chunks_exact_mut(e) {
                     norm::rms_norm_inplace_with(isa, r, pn, c.eps);
@@ -473,14 +513,19 @@ impl<'m> Session<'m> {
 
             // Feed-forward block.
             norm_rows(isa, &b.x, &w.ffn_norm, c.eps, &mut b.xn, e);
+            mark(prof, Op::NormRope);
             b.h.resize(tn * ff, 0.0);
             match &w.gate_up {
                 GateUp::SwiGlu(lin) => {
                     b.inp.set(&b.xn, tn, &[lin]);
+                    mark(prof, Op::ActQuant);
+                    matrix(prof, Op::GateUp, &[lin], tn);
                     lin.forward(pool, &b.inp, &mut b.h, isa);
                 }
                 GateUp::Stacked(lin) => {
                     b.inp.set(&b.xn, tn, &[lin]);
+                    mark(prof, Op::ActQuant);
+                    matrix(prof, Op::GateUp, &[lin], tn);
                     b.g.resize(tn * 2 * ff, 0.0);
                     lin.forward(pool, &b.inp, &mut b.g, isa);
                     for t in 0..tn {
@@ -496,6 +541,8 @@ impl<'m> Session<'m> {
                 }
                 GateUp::Split { gate: wg, up: wu } => {
                     b.inp.set(&b.xn, tn, &[wg, wu]);
+                    mark(prof, Op::ActQuant);
+                    matrix(prof, Op::GateUp, &[wg, wu], tn);
                     b.g.resize(tn * ff, 0.0);
                     b.u.resize(tn * ff, 0.0);
                     wg.forward(pool, &b.inp, &mut b.g, isa);
@@ -503,14 +550,19 @@ impl<'m> Session<'m> {
                     gate(isa, c.ffn_act, &b.g, &b.u, &mut b.h);
                 }
             }
+            mark(prof, Op::GateUp);
             b.inp.set(&b.h, tn, &[&w.down]);
+            mark(prof, Op::ActQuant);
             w.down.forward(pool, &b.inp, &mut b.o, isa);
+            matrix(prof, Op::Down, &[&w.down], tn);
+            mark(prof, Op::Down);
             if let Some(pn) = &w.post_ffw_norm {
                 for r in b.o.chunks_exact_mut(e) {
                     norm::rms_norm_inplace_with(isa, r, pn, c.eps);
                 }
             }
             add(&mut b.x, &b.o);
+            mark(prof, Op::NormRope);
         }
         self.pos += t_n;
         self.tokens.extend_from_slice(tokens);
@@ -519,6 +571,7 @@ impl<'m> Session<'m> {
         let nw = want.len();
         if nw == 0 {
             b.logits.clear();
+            mark(prof, Op::Other);
             return Ok(&b.logits);
         }
         b.xn.resize(nw * e, 0.0);
@@ -533,14 +586,28 @@ impl<'m> Session<'m> {
             );
         }
         let head: &Linear = &m.weights.output;
+        mark(prof, Op::NormRope);
         b.inp.set(&b.xn, nw, &[head]);
+        mark(prof, Op::ActQuant);
         b.logits.resize(nw * c.n_vocab, 0.0);
         head.forward(pool, &b.inp, &mut b.logits, isa);
         if c.final_logit_softcap > 0.0 {
             let s = c.final_logit_softcap;
             b.logits.iter_mut().for_each(|v| *v = (*v / s).tanh() * s);
         }
+        matrix(prof, Op::Head, &[head], nw);
+        mark(prof, Op::Head);
         Ok(&b.logits)
+    }
+}
+
+/// Counts the weights and arithmetic of `lins` on `tokens` rows when accounting is on.
+#[inline(always)]
+fn matrix(p: &mut Option<Box<Breakdown>>, op: Op, lins: &[&Linear], tokens: usize) {
+    if let Some(p) = p {
+        for l in lins {
+            p.matrix(op, l.weight_bytes(), l.macs(), 1, tokens);
+        }
     }
 }
 

@@ -100,6 +100,22 @@ impl<'a> Linear<'a> {
         }
     }
 
+    /// Bytes of weights one pass over the matrix reads.
+    pub fn weight_bytes(&self) -> usize {
+        match self {
+            Linear::Packed(p) => p.bytes(),
+            Linear::Generic { data, .. } => data.len(),
+        }
+    }
+
+    /// Multiply-adds per token (for a fused gate/up: both halves).
+    pub fn macs(&self) -> usize {
+        match self {
+            Linear::Packed(p) if matches!(p.kind, Kind::SwiGlu) => 2 * p.rows * p.cols,
+            _ => self.rows() * self.cols(),
+        }
+    }
+
     pub fn is_packed(&self) -> bool {
         matches!(self, Linear::Packed(_))
     }

@@ -33,6 +33,61 @@ struct Shared {
     panicked: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
+    /// Spins of an idle worker before it parks ([`Placement::poll`]).
+    spin: u32,
+}
+
+/// Where the pool's threads run and how idle workers wait: llama.cpp's `--cpu-mask`,
+/// `--cpu-strict` and `--poll`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The CPUs the pool may use, bit `i` for CPU `i`; 0: no mask (the process's CPUs).
+    pub cpu_mask: u128,
+    /// Each thread on its own CPU of the mask, in order, wrapping around (llama.cpp's
+    /// `--cpu-strict 1`); otherwise every thread may run on any CPU of the mask.
+    pub strict: bool,
+    /// 0..=100, how long an idle worker spins for the next job before it parks on a
+    /// condvar: 0 parks at once, 50 (the default, as llama.cpp's) spins 2^15 rounds, 100
+    /// twice that. Spinning costs a busy core between tokens; parking costs a wake-up
+    /// (tens of microseconds) per matmul when the pause was long enough to park.
+    pub poll: u32,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement {
+            cpu_mask: 0,
+            strict: false,
+            poll: 50,
+        }
+    }
+}
+
+impl Placement {
+    /// The CPU ids in `cpu_mask`, lowest first.
+    pub fn cpus(&self) -> Vec<usize> {
+        (0..128).filter(|i| self.cpu_mask >> i & 1 == 1).collect()
+    }
+
+    /// Spins before parking for this poll level.
+    pub fn spins(&self) -> u32 {
+        (SPIN as u64 * self.poll.min(100) as u64 / 50) as u32
+    }
+
+    /// Parses a llama.cpp CPU mask: hexadecimal, with or without `0x` (`0x3`, `ff`).
+    pub fn parse_mask(text: &str) -> Result<u128, String> {
+        let t = text.trim();
+        let h = t
+            .strip_prefix("0x")
+            .or_else(|| t.strip_prefix("0X"))
+            .unwrap_or(t);
+        if h.is_empty() || h.len() > 32 {
+            return Err(format!(
+                "bad CPU mask `{text}` (hexadecimal, up to 128 CPUs)"
+            ));
+        }
+        u128::from_str_radix(h, 16).map_err(|_| format!("bad CPU mask `{text}` (hexadecimal)"))
+    }
 }
 
 pub struct ThreadPool {
@@ -48,6 +103,15 @@ impl ThreadPool {
     /// A pool of `n` threads including the caller (`n - 1` workers). `pin`: pin worker `i`
     /// to core `i` (and the caller to core 0) when there are at least `n` cores.
     pub fn new(n: usize, pin: bool) -> ThreadPool {
+        ThreadPool::with_placement(n, pin, Placement::default())
+    }
+
+    /// A pool of `n` threads placed by `p`. Without a mask or strict placement, `pin` keeps
+    /// [`ThreadPool::new`]'s behaviour (thread `i` on core `i` when there are enough).
+    /// With a mask, non-strict: every thread may run on any CPU of the mask (Linux only;
+    /// ignored elsewhere). Strict: thread `i` on CPU `i mod k` of the mask's `k` CPUs (the
+    /// process's CPUs when no mask), as far as the OS allows (macOS takes no hard pinning).
+    pub fn with_placement(n: usize, pin: bool, p: Placement) -> ThreadPool {
         let n = n.max(1);
         let shared = Arc::new(Shared {
             job: Mutex::new(None),
@@ -58,26 +122,49 @@ impl ThreadPool {
             panicked: AtomicBool::new(false),
             lock: Mutex::new(()),
             wake: Condvar::new(),
+            spin: p.spins(),
         });
-        let cores = if pin {
+        let _ = process_cores(); // read before this pool pins the caller
+        let masked = p.cpu_mask != 0;
+        let cores: Vec<core_affinity::CoreId> = if masked {
+            p.cpus()
+                .into_iter()
+                .map(|id| core_affinity::CoreId { id })
+                .collect()
+        } else if pin || p.strict {
             process_cores().to_vec()
         } else {
             Vec::new()
         };
-        let pin = pin && n > 1 && cores.len() >= n;
-        if pin {
-            core_affinity::set_for_current(cores[0]);
+        // What thread `i` does: pin to one core, take the whole mask, or nothing.
+        let place: Box<dyn Fn(usize) + Send + Sync> = if p.strict && !cores.is_empty() {
+            let cores = cores.clone();
+            Box::new(move |i| {
+                core_affinity::set_for_current(cores[i % cores.len()]);
+            })
+        } else if masked {
+            let mask = p.cpu_mask;
+            Box::new(move |_| set_mask_for_current(mask))
+        } else if pin && n > 1 && cores.len() >= n {
+            let cores = cores.clone();
+            Box::new(move |i| {
+                core_affinity::set_for_current(cores[i]);
+            })
+        } else {
+            Box::new(|_| {})
+        };
+        let place = Arc::new(place);
+        if n > 1 || masked || p.strict {
+            place(0);
         }
         let workers = (1..n)
             .map(|i| {
                 let s = shared.clone();
-                let core = pin.then(|| cores[i]);
+                let place = place.clone();
                 std::thread::Builder::new()
                     .name(format!("pocket-{i}"))
                     .spawn(move || {
-                        if let Some(c) = core {
-                            core_affinity::set_for_current(c);
-                        }
+                        place(i);
                         worker(&s, i)
                     })
                     .expect("spawn pool thread")
@@ -145,6 +232,25 @@ pub fn process_cores() -> &'static [core_affinity::CoreId] {
     CORES.get_or_init(|| core_affinity::get_core_ids().unwrap_or_default())
 }
 
+/// Lets the calling thread run on every CPU of `mask` (Linux; a no-op elsewhere).
+fn set_mask_for_current(mask: u128) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: cpu_set_t is plain old data; CPU_SET writes inside it; the call reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for i in 0..128 {
+                if mask >> i & 1 == 1 {
+                    libc::CPU_SET(i, &mut set);
+                }
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = mask;
+}
+
 fn worker(s: &Shared, _index: usize) {
     let mut seen = 0u64;
     loop {
@@ -159,7 +265,7 @@ fn worker(s: &Shared, _index: usize) {
                 break;
             }
             spins += 1;
-            if spins < SPIN {
+            if spins < s.spin {
                 std::hint::spin_loop();
             } else {
                 let g = s.lock.lock().unwrap();
@@ -244,5 +350,57 @@ mod tests {
                 "round {round}: caller and worker pinned to the same core"
             );
         }
+    }
+
+    #[test]
+    fn placement_masks_and_poll() {
+        assert_eq!(Placement::parse_mask("0x5").unwrap(), 5);
+        assert_eq!(Placement::parse_mask("ff").unwrap(), 255);
+        assert!(Placement::parse_mask("0x").is_err());
+        assert!(Placement::parse_mask("zz").is_err());
+        let p = Placement {
+            cpu_mask: 0b1010,
+            ..Placement::default()
+        };
+        assert_eq!(p.cpus(), [1, 3]);
+        assert_eq!(Placement::default().spins(), SPIN);
+        assert_eq!(Placement { poll: 0, ..p }.spins(), 0);
+        // poll 0: workers park at once and still wake for every job.
+        let pool = ThreadPool::with_placement(2, false, Placement { poll: 0, ..p });
+        let hits = AtomicUsize::new(0);
+        for _ in 0..200 {
+            pool.run(|_| {
+                hits.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        assert_eq!(hits.load(Ordering::Relaxed), 400);
+    }
+
+    /// Strict placement over a one-CPU mask puts every thread on that CPU.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn strict_mask_pins_each_thread() {
+        let Some(first) = process_cores().first().map(|c| c.id) else {
+            return;
+        };
+        let p = Placement {
+            cpu_mask: 1u128 << first,
+            strict: true,
+            poll: 50,
+        };
+        // In a thread of its own: the pool pins its caller.
+        std::thread::spawn(move || {
+            let pool = ThreadPool::with_placement(2, false, p);
+            let seen: Vec<Mutex<Vec<usize>>> = (0..2).map(|_| Mutex::default()).collect();
+            pool.run(|i| {
+                let ids = core_affinity::get_core_ids().unwrap_or_default();
+                *seen[i].lock().unwrap() = ids.iter().map(|c| c.id).collect();
+            });
+            for s in &seen {
+                assert_eq!(*s.lock().unwrap(), [first]);
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -49,6 +49,22 @@ pub struct CompareArgs {
         conflicts_with = "mode"
     )]
     pub reps: u32,
+    /// CPUs both engines may use, a hexadecimal mask (llama-bench's --cpu-mask).
+    #[arg(
+        short = 'C',
+        long = "cpu-mask",
+        value_name = "HEX",
+        conflicts_with = "mode"
+    )]
+    pub cpu_mask: Option<String>,
+    /// 1: each thread on its own CPU of the mask (llama-bench's --cpu-strict).
+    #[arg(long = "cpu-strict", value_name = "0|1", default_value_t = 0, conflicts_with = "mode",
+          value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub cpu_strict: u8,
+    /// Spin-before-park level of idle threads, 0..100 (llama-bench's --poll).
+    #[arg(long = "poll", value_name = "0..100", default_value_t = 50, conflicts_with = "mode",
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub poll: u32,
     /// Skip the parity measurements (perplexity, greedy tokens).
     #[arg(long, conflicts_with = "mode")]
     pub no_parity: bool,

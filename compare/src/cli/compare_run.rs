@@ -93,14 +93,24 @@ pub fn run(args: &CompareArgs) -> CliResult {
         Some(t) => parse_list("-t", t, false)?,
         None => vec![default_threads()],
     };
+    if let Some(m) = &args.cpu_mask {
+        pocket_model::Placement::parse_mask(m)?;
+    }
+    let placement = crate::receipt::PlacementRecord {
+        cpu_mask: args.cpu_mask.clone().unwrap_or_else(|| "0x0".into()),
+        cpu_strict: args.cpu_strict == 1,
+        poll: args.poll,
+    };
     // llama.cpp first: its absence is the most likely failure, and says how to fix it.
-    let llama = LlamaCpp::locate()?;
+    let mut llama = LlamaCpp::locate()?;
+    llama.placement = placement.args();
     for tool in ["llama-perplexity", "llama-completion"] {
         if !args.no_parity {
             llama.tools.tool(tool)?;
         }
     }
-    let pocket = Pocket::current()?;
+    let mut pocket = Pocket::current()?;
+    pocket.placement = placement.args();
     let models = if args.model.is_empty() {
         default_models(&pocket)?
     } else {
@@ -119,7 +129,8 @@ pub fn run(args: &CompareArgs) -> CliResult {
     };
 
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let receipt = comparator::new_receipt(None, &repo);
+    let mut receipt = comparator::new_receipt(None, &repo);
+    receipt.placement = Some(placement);
 
     let total = (plan.models.len() * plan.tests.len() * plan.threads.len()) as u64
         * u64::from(plan.reps)
