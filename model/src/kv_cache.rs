@@ -218,6 +218,15 @@ impl KvCache {
         self.k[l].read(pos * self.kv_dim + off, out)
     }
 
+    /// The f16 key and value stores of layer `l` (`n_ctx x kv_dim`, row per position), or
+    /// `None` unless both are f16 (the exact-numerics attention reads them in place).
+    pub fn f16_rows(&self, l: usize) -> Option<(&[f16], &[f16])> {
+        match (&self.k[l], &self.v[l]) {
+            (Store::F16(k), Store::F16(v)) => Some((k, v)),
+            _ => None,
+        }
+    }
+
     #[inline]
     pub fn read_v(&self, l: usize, pos: usize, off: usize, out: &mut [f32]) {
         self.v[l].read(pos * self.kv_dim + off, out)

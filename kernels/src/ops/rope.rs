@@ -47,15 +47,18 @@ impl RopeTable {
         let half = n_rot / 2;
         let mut cos = Vec::with_capacity(max_pos * half);
         let mut sin = Vec::with_capacity(max_pos * half);
-        let inv_freq: Vec<f64> = (0..half)
-            .map(|i| (base as f64).powf(-2.0 * i as f64 / n_rot as f64))
-            .collect();
+        // ggml's own angles (ggml_rope_cache_init): theta_scale = powf(base, -2/n_rot) and
+        // theta = p·theta_scale^i by repeated f32 multiplication, then f32 cos/sin. An exact
+        // f64 angle differs from ggml's by up to ~1e-5 rad at the last pairs, enough to move
+        // logits by as much as any other arithmetic difference; matching it costs nothing.
+        let theta_scale = base.powf(-2.0 / n_rot as f32);
         for pos in 0..max_pos {
-            let p = pos as f64 * freq_scale as f64;
-            for &f in &inv_freq {
-                let (s, c) = (p * f).sin_cos();
-                cos.push(c as f32);
-                sin.push(s as f32);
+            let mut theta = pos as f32;
+            for _ in 0..half {
+                let t = freq_scale * theta;
+                cos.push(t.cos());
+                sin.push(t.sin());
+                theta *= theta_scale;
             }
         }
         RopeTable {

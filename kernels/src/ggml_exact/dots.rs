@@ -1,0 +1,66 @@
+//! Quantized dot products as ggml's x86 AVX2 `ggml_vec_dot_*` (and llamafile's
+//! `tinyBLAS_Q0_AVX`, which sums the same way): per block, eight int32 lanes of four
+//! products each (`maddubs` + `madd`), converted to f32 and fused-multiply-added into an
+//! eight-lane accumulator with the block's scale product; [`hsum8`] at the end.
+
+use super::{h2f, hsum8};
+use crate::formats::q4_1::BlockQ4_1;
+use crate::formats::q8_0::BlockQ8_0;
+use crate::formats::q8_1::BlockQ8_1;
+
+/// The eight int32 lanes of `mul_sum_*_pairs_float` for 32 weight codes `w` and 32
+/// activation codes `a`: lane `j` sums the products of elements `4j..4j+4`. No step
+/// saturates for these code ranges (|pair sum| <= 2·128·127 < 2^15).
+#[inline]
+fn lanes(w: &[i32; 32], a: &[i8; 32]) -> [f32; 8] {
+    let mut out = [0f32; 8];
+    for (j, o) in out.iter_mut().enumerate() {
+        let s: i32 = (4 * j..4 * j + 4).map(|k| w[k] * a[k] as i32).sum();
+        *o = s as f32;
+    }
+    out
+}
+
+/// `bytes_from_nibbles_32`: low nibbles are elements 0..16, high nibbles 16..32.
+#[inline]
+fn nibbles(qs: &[u8; 16]) -> [i32; 32] {
+    let mut w = [0i32; 32];
+    for k in 0..16 {
+        w[k] = (qs[k] & 0x0F) as i32;
+        w[k + 16] = (qs[k] >> 4) as i32;
+    }
+    w
+}
+
+/// `ggml_vec_dot_q4_1_q8_1`.
+pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot_q4_1_q8_1: block counts");
+    let mut acc = [0f32; 8];
+    let mut summs = 0f32;
+    for (bx, by) in x.iter().zip(y) {
+        let (d0, d1) = (h2f(bx.d), h2f(by.d));
+        // `summs += m * s`: GCC contracts it into one vfmadd231ss.
+        summs = h2f(bx.m).mul_add(h2f(by.s), summs);
+        let d0d1 = d0 * d1;
+        let xy = lanes(&nibbles(&bx.qs), &by.qs);
+        for l in 0..8 {
+            acc[l] = d0d1.mul_add(xy[l], acc[l]);
+        }
+    }
+    hsum8(&acc) + summs
+}
+
+/// `ggml_vec_dot_q8_0_q8_0` (and the Q8_0 x Q8_0 tiles of llamafile's sgemm).
+pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot_q8_0_q8_0: block counts");
+    let mut acc = [0f32; 8];
+    for (bx, by) in x.iter().zip(y) {
+        let d = h2f(bx.d) * h2f(by.d);
+        let w: [i32; 32] = std::array::from_fn(|k| bx.qs[k] as i32);
+        let xy = lanes(&w, &by.qs);
+        for l in 0..8 {
+            acc[l] = d.mul_add(xy[l], acc[l]);
+        }
+    }
+    hsum8(&acc)
+}

@@ -1,0 +1,70 @@
+//! Bit-exact twins of llama.cpp's CPU arithmetic (ggml-cpu of b11434 built for x86-64 with
+//! AVX2, FMA and F16C, GCC at `-O3 -march=native`), for parity runs.
+//!
+//! Why this exists: a greedy continuation is a chaotic function of the arithmetic. Any
+//! change at all, even RoPE angles off by 1e-5 rad, flips a few int8 activation codes at the
+//! next matmul, and 30 layers later the logits have moved by the full quantization noise
+//! (max |Δlogit| ≈ 0.7 on SmolLM2; llama.cpp with `-fa off` vs `-fa on` moves as much).
+//! Identical text over 32 tokens therefore takes identical bits, not a better
+//! approximation. These functions repeat ggml's roundings in ggml's order: the same lane
+//! split of each SIMD accumulator, the same horizontal sums, the same fp16 round trips and
+//! the same fused multiply-adds, including the ones GCC contracts from plain C (`a*b + c`
+//! becomes `vfmadd` under GCC's default `-ffp-contract=fast`; each such place is noted).
+//!
+//! They are scalar and slow (a parity mode, not a fast path), and exact only against the
+//! x86 AVX2 build: ggml's NEON paths sum in other orders. Each one is checked bit for bit
+//! against the real ggml function on random data (`kernels/tests/ggml_exact.rs` with the
+//! oracle `tests/oracle/ggml_ops_oracle.cpp`, linked against the cached llama.cpp build).
+
+pub mod attention;
+pub mod dots;
+pub mod quantize;
+pub mod rope;
+pub mod vec;
+
+use half::f16;
+
+/// `hsum_float_8`: the horizontal sum of an `__m256` as ggml's x86 code does it: high half
+/// plus low half, then lanes (0+2, 1+3), then those two.
+#[inline]
+pub fn hsum8(x: &[f32; 8]) -> f32 {
+    let r = [x[4] + x[0], x[5] + x[1], x[6] + x[2], x[7] + x[3]];
+    let (a, b) = (r[0] + r[2], r[1] + r[3]);
+    a + b
+}
+
+/// `GGML_F32x8_REDUCE` over four accumulators (the f16/f32 vector dot products): (0+2, 1+3),
+/// then (0+1), then the halves of that register added lane-wise and two `hadd`s.
+#[inline]
+pub fn reduce4x8(x: &[[f32; 8]; 4]) -> f32 {
+    let mut a = [0f32; 8];
+    let mut b = [0f32; 8];
+    for l in 0..8 {
+        a[l] = x[0][l] + x[2][l];
+        b[l] = x[1][l] + x[3][l];
+    }
+    for l in 0..8 {
+        a[l] += b[l];
+    }
+    let t0 = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
+    let t1 = [t0[0] + t0[1], t0[2] + t0[3]];
+    t1[0] + t1[1]
+}
+
+/// f16 to f32 (exact).
+#[inline]
+pub fn h2f(h: f16) -> f32 {
+    h.to_f32()
+}
+
+/// f32 to f16, round to nearest even (`_mm256_cvtps_ph(x, 0)` / F16C `_cvtss_sh`).
+#[inline]
+pub fn f2h(x: f32) -> f16 {
+    f16::from_f32(x)
+}
+
+/// `_mm256_round_ps(x, _MM_ROUND_NEAREST)` then `_mm256_cvtps_epi32`: ties to even.
+#[inline]
+pub fn round_even_i32(x: f32) -> i32 {
+    x.round_ties_even() as i32
+}
