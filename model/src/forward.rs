@@ -14,6 +14,8 @@
 //! `pocket_kernels::ops`; RoPE reads per-session cos/sin tables. In the last layer only
 //! the rows that need logits go past the KV-cache write.
 
+mod exact;
+
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Mutex;
@@ -31,7 +33,7 @@ use crate::linear::{Input, Linear};
 use crate::profile::{mark, Breakdown, Op};
 use crate::threadpool::{Placement, ThreadPool};
 use crate::tokenizer::{Tokenizer, TokenizerError};
-use crate::weights::{GateUp, LoadOptions, Qkv, WeightError, Weights};
+use crate::weights::{GateUp, LoadOptions, Numerics, Qkv, WeightError, Weights};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -57,6 +59,8 @@ pub enum ModelError {
     Empty,
     #[error("{0}")]
     KvType(String),
+    #[error("ggml numerics cannot run this model: {0}")]
+    Numerics(String),
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;
@@ -66,6 +70,8 @@ pub struct Model<'a> {
     pub weights: Weights<'a>,
     pub tokenizer: Tokenizer,
     pub isa: Isa,
+    /// The arithmetic of the forward pass (see [`Numerics`]).
+    pub numerics: Numerics,
     /// The map to drop the token-embedding pages from after each lookup (see `forward`),
     /// set when those pages serve nothing else (the head is a packed copy or its own tensor).
     embd_map: Option<&'a GgufFile>,
@@ -85,8 +91,12 @@ impl Model<'static> {
 }
 
 impl<'a> Model<'a> {
-    pub fn from_gguf(g: &'a GgufFile, o: LoadOptions) -> Result<Model<'a>> {
+    pub fn from_gguf(g: &'a GgufFile, mut o: LoadOptions) -> Result<Model<'a>> {
         let config = Config::from_gguf(g)?;
+        if o.numerics == Numerics::Ggml {
+            // The twins read the GGUF blocks as they are.
+            (o.pack, o.fuse) = (false, false);
+        }
         let weights = if o.release_mapped {
             Weights::load(g, &config, o, &|bytes| {
                 g.release_pages(bytes);
@@ -94,6 +104,9 @@ impl<'a> Model<'a> {
         } else {
             Weights::load(g, &config, o, &|_| {})?
         };
+        if o.numerics == Numerics::Ggml {
+            exact::check(&config, &weights).map_err(ModelError::Numerics)?;
+        }
         let tokenizer = Tokenizer::from_gguf(g)?;
         let head_reads_embd = weights.tied && !matches!(weights.output, Linear::Packed(_));
         Ok(Model {
@@ -101,6 +114,7 @@ impl<'a> Model<'a> {
             weights,
             tokenizer,
             isa: Isa::active(),
+            numerics: o.numerics,
             embd_map: (o.release_mapped && !head_reads_embd).then_some(g),
         })
     }
@@ -194,6 +208,11 @@ impl<'m> Session<'m> {
         let c = &model.config;
         for ty in [o.type_k, o.type_v] {
             ty.check(c.head_dim).map_err(ModelError::KvType)?;
+        }
+        if model.numerics == Numerics::Ggml && (o.type_k, o.type_v) != (KvType::F16, KvType::F16) {
+            return Err(ModelError::Numerics(
+                "its attention twin reads an f16 KV cache (drop -ctk/-ctv)".into(),
+            ));
         }
         let n_ctx = o.n_ctx.max(1);
         let mut bases: Vec<f32> = Vec::new();
@@ -324,6 +343,9 @@ impl<'m> Session<'m> {
             return Err(ModelError::BadToken(bad, c.n_vocab));
         }
         assert!(want.end <= t_n);
+        if m.numerics == Numerics::Ggml {
+            return self.forward_exact(tokens, want);
+        }
         let (e, qd, kvd, hd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim, c.n_ff);
         let isa = m.isa;
         let pos0 = self.pos;

@@ -27,4 +27,4 @@ pub use forward::{Model, ModelError, Session, SessionOptions};
 pub use kv_cache::KvType;
 pub use profile::{Breakdown, Op};
 pub use threadpool::Placement;
-pub use weights::LoadOptions;
+pub use weights::{LoadOptions, Numerics};

@@ -81,6 +81,20 @@ pub struct LoadOptions {
     /// Drop the mapped pages of each tensor from the resident set once it is packed
     /// (`GgufFile::release_pages`).
     pub release_mapped: bool,
+    /// The arithmetic of the forward pass (`Numerics::Ggml` implies no packing).
+    pub numerics: Numerics,
+}
+
+/// Which arithmetic the forward pass uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Numerics {
+    /// pocket's own kernels (packed, SIMD, multi-threaded).
+    #[default]
+    Fast,
+    /// llama.cpp's x86 CPU arithmetic bit for bit (`pocket_kernels::ggml_exact`): the same
+    /// logits, hence the same greedy text, as llama.cpp b11434 on x86-64 AVX2. Scalar and
+    /// many times slower; for parity checks. Covers the formats and ops its twins exist for.
+    Ggml,
 }
 
 impl Default for LoadOptions {
@@ -89,6 +103,7 @@ impl Default for LoadOptions {
             pack: true,
             fuse: true,
             release_mapped: true,
+            numerics: Numerics::Fast,
         }
     }
 }
