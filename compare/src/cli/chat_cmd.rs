@@ -14,7 +14,7 @@ use pocket_model::chat::{ChatMessage, ChatTemplate};
 use pocket_model::forward::ms_since;
 use pocket_model::gguf::GgufFile;
 use pocket_model::tokenizer::StreamDecoder;
-use pocket_model::{LoadOptions, Model, Session};
+use pocket_model::{Model, Session};
 
 use super::gen_args::{CacheArgs, SamplingArgs};
 use super::CliResult;
@@ -82,7 +82,7 @@ pub fn run(a: ChatArgs) -> CliResult {
     }
     let t0 = Instant::now();
     let file: &'static GgufFile = Box::leak(Box::new(GgufFile::open(&a.model)?));
-    let model = Model::from_gguf(file, LoadOptions::default())?;
+    let model = Model::from_gguf(file, a.cache.load_options())?;
     let tok = &model.tokenizer;
     let tmpl = ChatTemplate::from_gguf(file, tok, a.chat_template.as_deref())?;
     let mut s = Session::try_new(&model, a.cache.session_options(a.ctx_size, a.threads))?;

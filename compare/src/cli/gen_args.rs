@@ -1,10 +1,10 @@
 //! Flags shared by the commands that run a model (`run`, `chat`, `perplexity`): sampling
-//! (llama.cpp's names and defaults, except `--temp`, which defaults to greedy) and the KV
-//! cache types (`-ctk` / `-ctv`).
+//! (llama.cpp's names and defaults, except `--temp`, which defaults to greedy), the KV
+//! cache types (`-ctk` / `-ctv`) and the arithmetic (`--numerics`).
 
 use clap::Args;
 use pocket_model::sampler::{Sampler, SamplerParams};
-use pocket_model::{KvType, SessionOptions};
+use pocket_model::{KvType, LoadOptions, Numerics, SessionOptions};
 
 /// Sampling: penalties → top-k → top-p → min-p → temperature → draw (`pocket_model::sampler`).
 #[derive(Args, Clone, Debug)]
@@ -57,9 +57,30 @@ pub struct CacheArgs {
     /// KV cache type of values (-ctv): f16, q8_0 or f32.
     #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16")]
     pub type_v: KvType,
+    /// Arithmetic: `fast` (pocket's kernels) or `ggml` (llama.cpp's x86 CPU arithmetic bit
+    /// for bit: the same logits and greedy text as llama.cpp, scalar and much slower; Q4_1 /
+    /// Q8_0 models with SiLU, prompts under 64 tokens, contexts up to 256).
+    #[arg(long, value_name = "MODE", default_value = "fast", value_parser = parse_numerics)]
+    pub numerics: Numerics,
+}
+
+fn parse_numerics(s: &str) -> Result<Numerics, String> {
+    match s {
+        "fast" => Ok(Numerics::Fast),
+        "ggml" => Ok(Numerics::Ggml),
+        _ => Err(format!("unknown numerics '{s}' (expected fast or ggml)")),
+    }
 }
 
 impl CacheArgs {
+    /// How to load the model for these options.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            numerics: self.numerics,
+            ..Default::default()
+        }
+    }
+
     /// Session options for `n_ctx` tokens, `threads` (default: all cores), pinned threads.
     pub fn session_options(&self, n_ctx: usize, threads: Option<usize>) -> SessionOptions {
         let mut o = SessionOptions {

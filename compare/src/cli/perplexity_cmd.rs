@@ -34,7 +34,7 @@ pub struct PerplexityArgs {
 
 pub fn run(a: PerplexityArgs) -> CliResult {
     let t0 = Instant::now();
-    let model = Model::load(&a.model)?;
+    let model = Model::load_with(&a.model, a.cache.load_options())?;
     eprintln!("load {:.0} ms", ms_since(t0));
     let text = std::fs::read_to_string(&a.file)
         .map_err(|e| format!("cannot read {}: {e}", a.file.display()))?;

@@ -41,7 +41,7 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> CliResult {
     let t0 = Instant::now();
-    let model = Model::load(&a.model)?;
+    let model = Model::load_with(&a.model, a.cache.load_options())?;
     let load_ms = ms_since(t0);
     let tok = &model.tokenizer;
     let prompt = tok.encode(&a.prompt, true, true);
