@@ -10,7 +10,7 @@
 //   g++ -O2 -std=c++17 -I$S/include -I$S/ggml/include ggml_kquant_oracle.cpp -o OUT \
 //       libllama.a libggml.a libggml-cpu.a libggml-base.a -fopenmp -lpthread
 //
-// The matmuls go through a real graph on the CPU backend (one thread), so they take exactly
+// The matmuls go through a real graph on the CPU backend (one thread by default), so they take exactly
 // the paths llama.cpp takes: Q4_K weights in the CPU_REPACK buffer (repacked to q4_K_8x8 at
 // tensor_set; groups of 4 tokens via ggml_quantize_mat_q8_K_4x8 + ggml_gemm_q4_K_8x8_q8_K,
 // leftovers via quantize_row_q8_K + ggml_gemv_q4_K_8x8_q8_K), Q5_0/Q8_0 via
@@ -261,7 +261,10 @@ int main(int argc, char ** argv) {
     put_u32(1);
 
     backend = ggml_backend_cpu_init();  // also runs ggml_cpu_init (the GELU table)
-    ggml_backend_cpu_set_n_threads(backend, 1);
+    // ORACLE_THREADS (default 1): the per-output arithmetic does not depend on it (chunks
+    // and sgemm tiles split outputs, never one output's sum), which this lets one check.
+    const char * nt = getenv("ORACLE_THREADS");
+    ggml_backend_cpu_set_n_threads(backend, nt ? atoi(nt) : 1);
     ggml_backend_reg_t reg = ggml_backend_cpu_reg();
     auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
     if (get_extra) {
@@ -286,6 +289,10 @@ int main(int argc, char ** argv) {
         mul_mat_case(GGML_TYPE_Q4_K, kk[below(4)], 8 * (1 + below(4)), tokens, true);
     }
     mul_mat_case(GGML_TYPE_Q4_K, 1024, 640, 5, true);  // gemma-3-270m attn_output shape
+    mul_mat_case(GGML_TYPE_Q4_K, 2048, 640, 2, true);  // its Q4_K ffn_down layers
+    // 16+ tokens: the gemm's 16-token loop (then its 4-token loop, then gemv leftovers).
+    mul_mat_case(GGML_TYPE_Q4_K, 512, 16, 16, true);
+    mul_mat_case(GGML_TYPE_Q4_K, 256 * (1 + below(8)), 8, 16 + 4 + 1 + below(3), true);
     // Q6_K (vec_dot for all token counts), Q5_0 and Q8_0 (vec_dot for 1 token, llamafile
     // sgemm tiles for more; odd row counts reach the 1..3-row tiles).
     for (int64_t tokens = 1; tokens <= 7; ++tokens) {
@@ -294,7 +301,10 @@ int main(int argc, char ** argv) {
         mul_mat_case(GGML_TYPE_Q8_0, 32 * (1 + below(64)), 1 + below(13), tokens, false);
     }
     mul_mat_case(GGML_TYPE_Q5_0, 640, 1024, 9, false);  // gemma-3-270m attn_q shape, a batch
-    mul_mat_case(GGML_TYPE_Q6_K, 2048, 640, 3, false);  // ffn_down shape
+    mul_mat_case(GGML_TYPE_Q5_0, 640, 37, 23, false);   // longer batch, odd tiles
+    mul_mat_case(GGML_TYPE_Q6_K, 2048, 640, 3, false);  // Q6_K ffn_down layers
+    mul_mat_case(GGML_TYPE_Q5_0, 640, 256, 1, false);   // attn_k / Q5_0 attn_v, decode
+    mul_mat_case(GGML_TYPE_Q8_0, 640, 256, 6, false);   // Q8_0 attn_v layers, a batch
     geglu_case(2048, 3);
     geglu_case(37, 2);
 
