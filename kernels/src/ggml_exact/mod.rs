@@ -18,6 +18,11 @@
 
 pub mod attention;
 pub mod dots;
+pub mod gelu;
+pub mod q4_k;
+pub mod q5_0;
+pub mod q6_k;
+pub mod q8_k;
 pub mod quantize;
 pub mod rope;
 pub mod vec;

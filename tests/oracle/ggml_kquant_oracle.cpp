@@ -1,0 +1,315 @@
+// Oracle for pocket's ggml_exact K-quant / Q5_0 / GEGLU twins (kernels/src/ggml_exact/
+// {q5_0,q8_k,q4_k,q6_k,gelu}.rs): random inputs pushed through the real ggml CPU code of the
+// cached llama.cpp build, inputs and outputs written to a file that
+// kernels/tests/ggml_exact_kquant.rs parses and recomputes bit for bit.
+//
+// usage: ggml_kquant_oracle SEED OUT.bin
+//
+// Only public headers (ggml.h, ggml-backend.h, ggml-cpu.h) plus extern "C" declarations of
+// exported ggml-cpu functions, so it builds with the same flags as dump_logits:
+//   g++ -O2 -std=c++17 -I$S/include -I$S/ggml/include ggml_kquant_oracle.cpp -o OUT \
+//       libllama.a libggml.a libggml-cpu.a libggml-base.a -fopenmp -lpthread
+//
+// The matmuls go through a real graph on the CPU backend (one thread by default), so they take exactly
+// the paths llama.cpp takes: Q4_K weights in the CPU_REPACK buffer (repacked to q4_K_8x8 at
+// tensor_set; groups of 4 tokens via ggml_quantize_mat_q8_K_4x8 + ggml_gemm_q4_K_8x8_q8_K,
+// leftovers via quantize_row_q8_K + ggml_gemv_q4_K_8x8_q8_K), Q5_0/Q8_0 via
+// quantize_row_q8_0 then ggml_vec_dot (1 token) or llamafile's tinyBLAS_Q0_AVX (>= 2
+// tokens), Q6_K via quantize_row_q8_K + ggml_vec_dot_q6_K_q8_K.
+//
+// File: "GKQO", u32 version=1, then records, each starting with a u32 kind:
+//   1 QUANT_Q8K:     u32 k; f32 x[k]; block_q8_K out[k/256] (292 bytes each)
+//   2 QUANT_Q8K_4X8: u32 k; f32 x[4][k]; block_q8_K out[4][k/256] (de-interleaved rows)
+//   3 DOT:           u32 type (6 = Q5_0 x Q8_0, 14 = Q6_K x Q8_K); u32 k;
+//                    weight blocks; activation blocks (ggml's own quantize); f32 result
+//   4 MUL_MAT:       u32 type; u32 k; u32 rows; u32 tokens; u32 repacked;
+//                    weight bytes (rows * row_size); f32 x[tokens][k]; f32 y[tokens][rows]
+//   5 GEGLU:         u32 n; u32 rows; f32 gate[rows][n]; f32 up[rows][n]; f32 out[rows][n]
+//   6 GELU_TABLE:    u16 table[65536]
+//   0 END
+#include "ggml.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+void quantize_row_q8_0(const float * x, void * y, int64_t k);
+void quantize_row_q8_K(const float * x, void * y, int64_t k);
+void ggml_quantize_mat_q8_K_4x8(const float * x, void * y, int64_t k);
+void ggml_vec_dot_q5_0_q8_0(int n, float * s, size_t bs, const void * vx, size_t bx, const void * vy, size_t by, int nrc);
+void ggml_vec_dot_q6_K_q8_K(int n, float * s, size_t bs, const void * vx, size_t bx, const void * vy, size_t by, int nrc);
+extern ggml_fp16_t ggml_table_gelu_f16[1 << 16];
+}
+
+static const int QK_K = 256;
+static const size_t Q8K_SIZE = 4 + 256 + 32;
+
+static FILE * out_f;
+static void put(const void * p, size_t n) {
+    if (n && fwrite(p, 1, n, out_f) != n) { fprintf(stderr, "write failed\n"); exit(1); }
+}
+static void put_u32(uint32_t v) { put(&v, 4); }
+template <class T> static void put_vec(const std::vector<T> & v) { put(v.data(), v.size() * sizeof(T)); }
+
+static std::mt19937_64 rng;
+static float unif(float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); }
+static uint32_t below(uint32_t n) { return (uint32_t)(rng() % n); }
+
+// Activations ~N(0,1), 1% outliers x20; with `ties`, some 256-blocks get +m and -m at their
+// largest magnitude (the q8_K quantizers break that tie differently).
+static std::vector<float> activations(size_t n, bool ties) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto & v : x) {
+        v = nd(rng);
+        if (below(100) == 0) v *= 20.0f;
+    }
+    if (ties) {
+        for (size_t b = 0; b + QK_K <= n; b += QK_K) {
+            if (below(3) != 0) continue;
+            float m = 0;
+            for (size_t i = b; i < b + QK_K; ++i) m = std::max(m, std::fabs(x[i]));
+            m *= 1.5f;
+            const size_t i = b + below(QK_K), j = b + below(QK_K);
+            if (i == j) continue;
+            x[i] = below(2) ? m : -m;
+            x[j] = -x[i];
+        }
+    }
+    return x;
+}
+
+static uint16_t h(float f) { return ggml_fp32_to_fp16(f); }
+static void put_h(std::vector<uint8_t> & v, float f) {
+    const uint16_t b = h(f);
+    v.push_back(b & 0xff);
+    v.push_back(b >> 8);
+}
+static void rand_bytes(std::vector<uint8_t> & v, size_t n) {
+    for (size_t i = 0; i < n; ++i) v.push_back((uint8_t)rng());
+}
+
+// Random valid weight blocks of a row of k elements (finite fp16 scales).
+static std::vector<uint8_t> weights(ggml_type t, int64_t k, int64_t rows) {
+    std::vector<uint8_t> v;
+    for (int64_t r = 0; r < rows; ++r) {
+        switch (t) {
+            case GGML_TYPE_Q5_0:
+                for (int64_t b = 0; b < k / 32; ++b) {
+                    put_h(v, unif(-0.05f, 0.05f));
+                    rand_bytes(v, 4 + 16);
+                }
+                break;
+            case GGML_TYPE_Q8_0:
+                for (int64_t b = 0; b < k / 32; ++b) {
+                    put_h(v, unif(-0.01f, 0.01f));
+                    for (int i = 0; i < 32; ++i) v.push_back((uint8_t)(int8_t)(int)(below(255) - 127));
+                }
+                break;
+            case GGML_TYPE_Q4_K:
+                for (int64_t b = 0; b < k / QK_K; ++b) {
+                    put_h(v, unif(1e-4f, 3e-3f));
+                    put_h(v, unif(1e-4f, 3e-3f));
+                    rand_bytes(v, 12 + 128);
+                }
+                break;
+            case GGML_TYPE_Q6_K:
+                for (int64_t b = 0; b < k / QK_K; ++b) {
+                    rand_bytes(v, 128 + 64 + 16);  // ql, qh, scales (any int8)
+                    put_h(v, unif(1e-5f, 2e-4f));
+                }
+                break;
+            default: fprintf(stderr, "type\n"); exit(1);
+        }
+    }
+    if (v.size() != (size_t)rows * ggml_row_size(t, k)) { fprintf(stderr, "row size\n"); exit(1); }
+    return v;
+}
+
+static ggml_backend_t backend;
+static ggml_backend_buffer_type_t repack_buft;
+
+static ggml_context * new_ctx(int n_tensors) {
+    ggml_init_params ip = { ggml_tensor_overhead() * n_tensors + ggml_graph_overhead(), nullptr, true };
+    return ggml_init(ip);
+}
+
+static void mul_mat_case(ggml_type t, int64_t k, int64_t rows, int64_t tokens, bool repack) {
+    const std::vector<uint8_t> w = weights(t, k, rows);
+    const std::vector<float> x = activations(k * tokens, true);
+
+    ggml_context * wctx = new_ctx(1);
+    ggml_tensor * W = ggml_new_tensor_2d(wctx, t, k, rows);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(
+        wctx, repack ? repack_buft : ggml_backend_cpu_buffer_type());
+    ggml_backend_tensor_set(W, w.data(), 0, w.size());
+    if (repack && W->extra == nullptr) { fprintf(stderr, "Q4_K weight was not repacked\n"); exit(1); }
+
+    ggml_context * cctx = new_ctx(4);
+    ggml_tensor * X = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, k, tokens);
+    ggml_tensor * Y = ggml_mul_mat(cctx, W, X);
+    ggml_cgraph * gf = ggml_new_graph(cctx);
+    ggml_build_forward_expand(gf, Y);
+    ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
+    ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4);
+    if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+    std::vector<float> y(rows * tokens);
+    ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
+
+    put_u32(4);
+    put_u32(t); put_u32(k); put_u32(rows); put_u32(tokens); put_u32(repack);
+    put_vec(w); put_vec(x); put_vec(y);
+
+    ggml_backend_buffer_free(cbuf);
+    ggml_free(cctx);
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+}
+
+static void quant_q8k_case(int64_t k, bool zero_block) {
+    std::vector<float> x = activations(k, true);
+    if (zero_block) std::fill(x.begin(), x.begin() + QK_K, 0.0f);
+    std::vector<uint8_t> q(k / QK_K * Q8K_SIZE, 0);
+    quantize_row_q8_K(x.data(), q.data(), k);
+    put_u32(1); put_u32(k); put_vec(x); put_vec(q);
+}
+
+static void quant_q8k_4x8_case(int64_t k) {
+    const std::vector<float> x = activations(4 * k, true);
+    const int64_t nb = k / QK_K;
+    // block_q8_Kx4: float d[4]; int8 qs[1024]; int16 bsums[64]
+    const size_t bsz = 16 + 1024 + 128;
+    std::vector<uint8_t> q(nb * bsz);
+    ggml_quantize_mat_q8_K_4x8(x.data(), q.data(), k);
+    std::vector<uint8_t> rows(4 * nb * Q8K_SIZE);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * blk = q.data() + b * bsz;
+        for (int r = 0; r < 4; ++r) {
+            uint8_t * o = rows.data() + (r * nb + b) * Q8K_SIZE;
+            memcpy(o, blk + 4 * r, 4);
+            for (int e = 0; e < QK_K; ++e) {  // 8-byte chunks, rows interleaved
+                o[4 + e] = blk[16 + ((e / 8) * 4 + r) * 8 + e % 8];
+            }
+            for (int g = 0; g < 16; ++g) {  // bsums: index (g/4)*16 + r*4 + g%4
+                memcpy(o + 4 + QK_K + 2 * g, blk + 16 + 1024 + 2 * ((g / 4) * 16 + r * 4 + g % 4), 2);
+            }
+        }
+    }
+    put_u32(2); put_u32(k); put_vec(x); put_vec(rows);
+}
+
+static void dot_case(ggml_type t, int64_t k) {
+    const std::vector<uint8_t> w = weights(t, k, 1);
+    const std::vector<float> x = activations(k, true);
+    std::vector<uint8_t> a;
+    float s = 0;
+    if (t == GGML_TYPE_Q5_0) {
+        a.resize(ggml_row_size(GGML_TYPE_Q8_0, k));
+        quantize_row_q8_0(x.data(), a.data(), k);
+        ggml_vec_dot_q5_0_q8_0(k, &s, 0, w.data(), 0, a.data(), 0, 1);
+    } else {
+        a.resize(ggml_row_size(GGML_TYPE_Q8_K, k));
+        quantize_row_q8_K(x.data(), a.data(), k);
+        ggml_vec_dot_q6_K_q8_K(k, &s, 0, w.data(), 0, a.data(), 0, 1);
+    }
+    put_u32(3); put_u32(t); put_u32(k); put_vec(w); put_vec(a); put(&s, 4);
+}
+
+static void geglu_case(int64_t n, int64_t rows) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> g(n * rows), u(n * rows);
+    for (auto & v : g) v = nd(rng) * 4.0f;
+    for (auto & v : u) v = nd(rng);
+    // The table's edges and fp16 rounding boundaries.
+    const float special[] = { -10.0f, 10.0f, -9.999f, 9.999f, -10.001f, 10.001f, 0.0f, -0.0f, 1e-8f, -3.0f, 65504.0f, -70000.0f };
+    for (size_t i = 0; i < sizeof(special) / sizeof(special[0]) && i < g.size(); ++i) g[below(g.size())] = special[i];
+
+    ggml_context * cctx = new_ctx(4);
+    ggml_tensor * G = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, n, rows);
+    ggml_tensor * U = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, n, rows);
+    ggml_tensor * Y = ggml_geglu_split(cctx, G, U);
+    ggml_cgraph * gf = ggml_new_graph(cctx);
+    ggml_build_forward_expand(gf, Y);
+    ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
+    ggml_backend_tensor_set(G, g.data(), 0, g.size() * 4);
+    ggml_backend_tensor_set(U, u.data(), 0, u.size() * 4);
+    if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+    std::vector<float> y(n * rows);
+    ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
+    put_u32(5); put_u32(n); put_u32(rows); put_vec(g); put_vec(u); put_vec(y);
+    ggml_backend_buffer_free(cbuf);
+    ggml_free(cctx);
+}
+
+int main(int argc, char ** argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SEED OUT.bin\n", argv[0]);
+        return 2;
+    }
+    rng.seed(strtoull(argv[1], nullptr, 10));
+    out_f = fopen(argv[2], "wb");
+    if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); return 1; }
+    put("GKQO", 4);
+    put_u32(1);
+
+    backend = ggml_backend_cpu_init();  // also runs ggml_cpu_init (the GELU table)
+    // ORACLE_THREADS (default 1): the per-output arithmetic does not depend on it (chunks
+    // and sgemm tiles split outputs, never one output's sum), which this lets one check.
+    const char * nt = getenv("ORACLE_THREADS");
+    ggml_backend_cpu_set_n_threads(backend, nt ? atoi(nt) : 1);
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    if (get_extra) {
+        for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b) {
+            if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") repack_buft = *b;
+        }
+    }
+    if (!repack_buft) { fprintf(stderr, "no CPU_REPACK buffer type in this build\n"); return 1; }
+
+    put_u32(6);
+    put(ggml_table_gelu_f16, sizeof(ggml_table_gelu_f16));
+
+    const int64_t kk[] = { 256, 512, 1024, 2048 };
+    for (int i = 0; i < 6; ++i) {
+        quant_q8k_case(kk[below(4)], i == 0);
+        quant_q8k_4x8_case(kk[below(4)]);
+        dot_case(GGML_TYPE_Q6_K, kk[below(4)]);
+        dot_case(GGML_TYPE_Q5_0, 32 * (1 + below(64)));
+    }
+    // Q4_K, repacked: every token count 1..7 (gemv only, gemm only, gemm + gemv leftovers).
+    for (int64_t tokens = 1; tokens <= 7; ++tokens) {
+        mul_mat_case(GGML_TYPE_Q4_K, kk[below(4)], 8 * (1 + below(4)), tokens, true);
+    }
+    mul_mat_case(GGML_TYPE_Q4_K, 1024, 640, 5, true);  // gemma-3-270m attn_output shape
+    mul_mat_case(GGML_TYPE_Q4_K, 2048, 640, 2, true);  // its Q4_K ffn_down layers
+    // 16+ tokens: the gemm's 16-token loop (then its 4-token loop, then gemv leftovers).
+    mul_mat_case(GGML_TYPE_Q4_K, 512, 16, 16, true);
+    mul_mat_case(GGML_TYPE_Q4_K, 256 * (1 + below(8)), 8, 16 + 4 + 1 + below(3), true);
+    // Q6_K (vec_dot for all token counts), Q5_0 and Q8_0 (vec_dot for 1 token, llamafile
+    // sgemm tiles for more; odd row counts reach the 1..3-row tiles).
+    for (int64_t tokens = 1; tokens <= 7; ++tokens) {
+        mul_mat_case(GGML_TYPE_Q6_K, kk[below(4)], 1 + below(13), tokens, false);
+        mul_mat_case(GGML_TYPE_Q5_0, 32 * (1 + below(64)), 1 + below(13), tokens, false);
+        mul_mat_case(GGML_TYPE_Q8_0, 32 * (1 + below(64)), 1 + below(13), tokens, false);
+    }
+    mul_mat_case(GGML_TYPE_Q5_0, 640, 1024, 9, false);  // gemma-3-270m attn_q shape, a batch
+    mul_mat_case(GGML_TYPE_Q5_0, 640, 37, 23, false);   // longer batch, odd tiles
+    mul_mat_case(GGML_TYPE_Q6_K, 2048, 640, 3, false);  // Q6_K ffn_down layers
+    mul_mat_case(GGML_TYPE_Q5_0, 640, 256, 1, false);   // attn_k / Q5_0 attn_v, decode
+    mul_mat_case(GGML_TYPE_Q8_0, 640, 256, 6, false);   // Q8_0 attn_v layers, a batch
+    geglu_case(2048, 3);
+    geglu_case(37, 2);
+
+    put_u32(0);
+    fclose(out_f);
+    ggml_backend_free(backend);
+    return 0;
+}
