@@ -105,7 +105,7 @@ impl<'a> Model<'a> {
             Weights::load(g, &config, o, &|_| {})?
         };
         if o.numerics == Numerics::Ggml {
-            exact::check(&config, &weights).map_err(ModelError::Numerics)?;
+            exact::check(&weights).map_err(ModelError::Numerics)?;
         }
         let tokenizer = Tokenizer::from_gguf(g)?;
         let head_reads_embd = weights.tied && !matches!(weights.output, Linear::Packed(_));

@@ -9,11 +9,27 @@
 // Environment: DUMP_FA=off uses llama.cpp's non-flash attention path; DUMP_FORCE=OTHER.bin
 // feeds the tokens chosen in an earlier dump instead of this run's argmax (teacher forcing),
 // so two llama.cpp configurations can be compared on the same token sequence.
+#include "ggml.h"
 #include "llama.h"
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+// DUMP_TENSORS=DIR: the f32 graph tensors of the first (prompt) batch, each as raw floats
+// in DIR/<name>.bin (e.g. attn_norm-0.bin), to find the first operation two engines part at.
+static const char * g_tensor_dir = nullptr;
+static bool g_first_batch = true;
+static bool dump_tensor(ggml_tensor * t, bool ask, void *) {
+    if (!g_tensor_dir || !g_first_batch) return false;
+    if (ask) return t->type == GGML_TYPE_F32 && ggml_is_contiguous(t);
+    std::string path = std::string(g_tensor_dir) + "/" + ggml_get_name(t) + ".bin";
+    if (FILE * f = fopen(path.c_str(), "wb")) {
+        fwrite(t->data, 1, ggml_nbytes(t), f);
+        fclose(f);
+    }
+    return true;
+}
 
 static void set_tokens(llama_batch_ext * b, const llama_token * t, int n, llama_pos p0) {
     llama_batch_ext_clear(b);
@@ -49,6 +65,11 @@ int main(int argc, char ** argv) {
     if (getenv("DUMP_FA") && std::string(getenv("DUMP_FA")) == "off") {
         cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     }
+    g_tensor_dir = getenv("DUMP_TENSORS");
+    if (g_tensor_dir) {
+        cp.cb_eval = dump_tensor;
+        cp.cb_eval_user_data = nullptr;
+    }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot create context\n"); return 1; }
     FILE * f = fopen(argv[4], "wb");
@@ -78,6 +99,7 @@ int main(int argc, char ** argv) {
     for (int step = 0; step < n_predict; ++step) {
         if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch)) { fprintf(stderr, "eval failed\n"); return 1; }
         n_pos += n_tok;
+        g_first_batch = false;
         const float * lg = llama_get_logits_ith(ctx, -1);
         llama_token best = 0;
         for (int i = 1; i < n_vocab; ++i) if (lg[i] > lg[best]) best = i;

@@ -51,7 +51,7 @@ pub fn vec_scale_f16(y: &mut [f16], v: f32) {
     }
 }
 
-const fn f(bits: u32) -> f32 {
+fn f(bits: u32) -> f32 {
     f32::from_bits(bits)
 }
 

@@ -6,23 +6,22 @@
 
 use std::ops::Range;
 
-use pocket_kernels::formats::{self, q4_1::BlockQ4_1, q8_0::BlockQ8_0, q8_1::BlockQ8_1};
-use pocket_kernels::ggml_exact::{attention, dots, quantize, rope, vec};
+use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
+use pocket_kernels::ggml_exact::{
+    attention, dots, gelu, q4_k, q5_0, q6_k, q8_k, quantize, rope, vec,
+};
 use pocket_kernels::ops::norm;
 use pocket_kernels::ops::rope::RopeMode;
 use pocket_kernels::GgmlType;
 
 use super::{add, add_rows, Result, Session, SharedOut};
-use crate::config::{Config, FfnAct, RopeType};
+use crate::config::{Arch, FfnAct, RopeType};
 use crate::linear::Linear;
 use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Qkv, Weights};
 
 /// Why `Numerics::Ggml` cannot run this model, if it cannot.
-pub(super) fn check(c: &Config, w: &Weights) -> std::result::Result<(), String> {
-    if c.ffn_act != FfnAct::Silu {
-        return Err("its feed-forward activation (GELU) has no bit-exact twin yet".into());
-    }
+pub(super) fn check(w: &Weights) -> std::result::Result<(), String> {
     let mut mats: Vec<&Linear> = vec![&w.output];
     for l in &w.layers {
         match &l.qkv {
@@ -36,13 +35,29 @@ pub(super) fn check(c: &Config, w: &Weights) -> std::result::Result<(), String> 
         mats.extend([&l.wo, &l.down]);
     }
     for m in mats {
-        match m {
+        if let Linear::Generic { data, .. } = m {
+            // The twins read rows as block slices in place (every block type here is
+            // 2-byte aligned with an even size); GGUF's default 32-byte alignment gives that.
+            if data.as_ptr() as usize % 2 != 0 {
+                return Err("a tensor's data is not 2-byte aligned in the file".into());
+            }
+        }
+        match *m {
             Linear::Generic {
-                ty: GgmlType::Q4_1 | GgmlType::Q8_0,
+                ty: GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q6_K,
                 ..
             } => {}
-            Linear::Generic { ty, .. } => {
-                return Err(format!("weights of type {ty} have no bit-exact twin yet"))
+            // llama.cpp repacks (and so multiplies in its own order) Q4_K matrices whose
+            // row count is a multiple of 8; that is the order the twin reproduces.
+            Linear::Generic {
+                ty: GgmlType::Q4_K,
+                rows,
+                ..
+            } if rows % 8 == 0 => {}
+            Linear::Generic { ty, rows, .. } => {
+                return Err(format!(
+                    "weights of type {ty} ({rows} rows) have no bit-exact twin yet"
+                ))
             }
             Linear::Packed(_) => return Err("packed weights (load without packing)".into()),
         }
@@ -50,9 +65,19 @@ pub(super) fn check(c: &Config, w: &Weights) -> std::result::Result<(), String> 
     Ok(())
 }
 
-/// `out[t][r] = W[r] · x[t]` as ggml's `mul_mat` for Q4_1 / Q8_0 weights on x86: each row
-/// of `x` quantized once (q8_1 / q8_0), then one `vec_dot` per output (llamafile's sgemm
-/// tiles, which take the Q8_0 case, sum each output in the same order).
+/// One token's activation, quantized as ggml quantizes it for the weight type.
+enum Act {
+    Q8_0(Vec<BlockQ8_0>),
+    Q8_1(Vec<BlockQ8_1>),
+    /// Q8_K, and whether it came from the four-row quantizer (Q4_K's grouped tokens).
+    Q8K(Vec<BlockQ8K>, bool),
+}
+
+/// `out[t][r] = W[r] · x[t]` as ggml's `mul_mat` on x86 computes it: each token quantized
+/// once into the type's `vec_dot_type`, then one dot product per output in the order of the
+/// kernel llama.cpp picks (`vec_dot`; llamafile's sgemm tiles for Q8_0 / Q5_0 batches sum
+/// each output in the same order; repacked Q4_K: groups of four tokens through the 4x8
+/// quantizer and the gemm, the remaining tokens through the gemv).
 fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut Vec<f32>) {
     let Linear::Generic {
         ty,
@@ -63,41 +88,49 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
     else {
         unreachable!("checked at load")
     };
-    let nb = cols / 32;
     out.resize(tokens * rows, 0.0);
-    let (mut a1, mut a0) = (Vec::new(), Vec::new());
-    match ty {
-        GgmlType::Q4_1 => {
-            a1 = vec![bytemuck::Zeroable::zeroed(); tokens * nb];
-            for (xr, ar) in x.chunks_exact(cols).zip(a1.chunks_exact_mut(nb)) {
-                quantize::quantize_row_q8_1(xr, ar);
+    let grouped = tokens - tokens % 4;
+    let acts: Vec<Act> = x
+        .chunks_exact(cols)
+        .enumerate()
+        .map(|(t, xr)| match ty {
+            GgmlType::Q4_1 => {
+                let mut a = vec![bytemuck::Zeroable::zeroed(); cols / 32];
+                quantize::quantize_row_q8_1(xr, &mut a);
+                Act::Q8_1(a)
             }
-        }
-        _ => {
-            a0 = vec![bytemuck::Zeroable::zeroed(); tokens * nb];
-            for (xr, ar) in x.chunks_exact(cols).zip(a0.chunks_exact_mut(nb)) {
-                quantize::quantize_row_q8_0(xr, ar);
+            GgmlType::Q4_K | GgmlType::Q6_K => {
+                let mut a = vec![bytemuck::Zeroable::zeroed(); cols / 256];
+                let four = ty == GgmlType::Q4_K && t < grouped;
+                if four {
+                    q8_k::quantize_row_q8_k_4x8(xr, &mut a);
+                } else {
+                    q8_k::quantize_row_q8_k(xr, &mut a);
+                }
+                Act::Q8K(a, four)
             }
-        }
-    }
-    let (a1, a0): (&[BlockQ8_1], &[BlockQ8_0]) = (&a1, &a0);
+            _ => {
+                let mut a = vec![bytemuck::Zeroable::zeroed(); cols / 32];
+                quantize::quantize_row_q8_0(xr, &mut a);
+                Act::Q8_0(a)
+            }
+        })
+        .collect();
     let rb = ty.row_bytes(cols as u64).unwrap() as usize;
     let dst = SharedOut(out.as_mut_ptr());
     let nth = pool.threads();
     pool.run(|i| {
-        let (mut t41, mut t80) = (Vec::new(), Vec::new());
         for r in ThreadPool::split(rows, nth, i) {
             let wr = &data[r * rb..(r + 1) * rb];
-            for t in 0..tokens {
-                let v = match ty {
-                    GgmlType::Q4_1 => dots::vec_dot_q4_1_q8_1(
-                        blocks::<BlockQ4_1>(wr, &mut t41),
-                        &a1[t * nb..(t + 1) * nb],
-                    ),
-                    _ => dots::vec_dot_q8_0_q8_0(
-                        blocks::<BlockQ8_0>(wr, &mut t80),
-                        &a0[t * nb..(t + 1) * nb],
-                    ),
+            for (t, a) in acts.iter().enumerate() {
+                let v = match (ty, a) {
+                    (GgmlType::Q4_1, Act::Q8_1(a)) => dots::vec_dot_q4_1_q8_1(cast(wr), a),
+                    (GgmlType::Q8_0, Act::Q8_0(a)) => dots::vec_dot_q8_0_q8_0(cast(wr), a),
+                    (GgmlType::Q5_0, Act::Q8_0(a)) => q5_0::vec_dot_q5_0_q8_0(cast(wr), a),
+                    (GgmlType::Q6_K, Act::Q8K(a, _)) => q6_k::vec_dot_q6_k_q8_k(cast(wr), a),
+                    (GgmlType::Q4_K, Act::Q8K(a, true)) => q4_k::gemm_q4_k_8x8_q8_k(cast(wr), a),
+                    (GgmlType::Q4_K, Act::Q8K(a, false)) => q4_k::gemv_q4_k_8x8_q8_k(cast(wr), a),
+                    _ => unreachable!("checked at load"),
                 };
                 // SAFETY: this share owns rows `split(rows, nth, i)` of every token's output
                 // (`tokens x rows`, allocated above); shares are disjoint; `run` joins.
@@ -107,17 +140,22 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
     });
 }
 
-fn blocks<'b, B: bytemuck::Pod>(bytes: &'b [u8], tmp: &'b mut Vec<B>) -> &'b [B] {
-    match bytemuck::try_cast_slice::<u8, B>(bytes) {
-        Ok(b) => b,
-        Err(_) => {
-            tmp.clear();
-            tmp.extend(
-                bytes
-                    .chunks_exact(std::mem::size_of::<B>())
-                    .map(bytemuck::pod_read_unaligned::<B>),
-            );
-            tmp
+/// A weight row as blocks. GGUF tensor data is 32-byte aligned and every block type here
+/// has 2- or 4-byte alignment and a size that keeps rows aligned, so the cast holds; a
+/// file that breaks that was rejected by the loader's validation.
+fn cast<B: bytemuck::Pod>(bytes: &[u8]) -> &[B] {
+    bytemuck::cast_slice(bytes)
+}
+
+/// `POCKET_TRACE_DIR=DIR`: writes each traced tensor as raw f32 to `DIR/<name>-<layer>.bin`,
+/// named as llama.cpp's graph names them, so a run can be compared op by op with the
+/// tensors `tests/oracle/dump_logits.cpp` writes under `DUMP_TENSORS` (same names).
+fn trace(name: &str, l: usize, x: &[f32]) {
+    if let Some(dir) = std::env::var_os("POCKET_TRACE_DIR") {
+        let path = std::path::Path::new(&dir).join(format!("{name}-{l}.bin"));
+        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        if let Err(e) = std::fs::write(&path, bytes) {
+            eprintln!("trace: cannot write {}: {e}", path.display());
         }
     }
 }
@@ -163,6 +201,7 @@ impl Session<'_> {
         }
         for (l, w) in m.weights.layers.iter().enumerate() {
             norm_rows(&b.x, &w.attn_norm, c.eps, &mut b.xn);
+            trace("attn_norm", l, &b.xn);
             let Qkv::Split { q, k, v } = &w.qkv else {
                 unreachable!("checked at load")
             };
@@ -189,8 +228,21 @@ impl Session<'_> {
                 rope::rope(mode, kr, hd, table.cos(pos), table.sin(pos));
                 cache.write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
             }
+            trace("Qcur", l, &b.q);
+            trace("Kcur", l, &b.k);
+            trace("Vcur", l, &b.v);
+            // Gemma 3 scales Q (`ggml_scale`) and runs attention with a scale of 1; the others
+            // pass the scale to flash attention, which applies it to each score.
+            let fa_scale = if c.arch == Arch::Gemma3 {
+                b.q.iter_mut().for_each(|v| *v *= c.attn_scale);
+                1.0
+            } else {
+                c.attn_scale
+            };
             // Attention, one query row and head at a time, over the f16 cache in place.
-            let (ks, vs) = cache.f16_rows(l).expect("f16 cache checked at session start");
+            let (ks, vs) = cache
+                .f16_rows(l)
+                .expect("f16 cache checked at session start");
             let window = c.window_of(l);
             b.att.resize(t_n * qd, 0.0);
             for t in 0..t_n {
@@ -207,34 +259,48 @@ impl Session<'_> {
                         pos + 1 - lo,
                         |i| &ks[(lo + i) * kvd + off..][..hd],
                         |i| &vs[(lo + i) * kvd + off..][..hd],
-                        c.attn_scale,
+                        fa_scale,
                         &mut b.att[t * qd + h * hd..t * qd + (h + 1) * hd],
                     );
                 }
             }
+            trace("kqv_out", l, &b.att);
             matmul(pool, &w.wo, &b.att, t_n, &mut b.o);
+            trace("attn_out", l, &b.o);
             if let Some(pn) = &w.post_attn_norm {
                 for r in b.o.chunks_exact_mut(e) {
                     norm::rms_norm_heads_ref(r, pn, c.eps);
                 }
             }
+            trace("attn_post_norm", l, &b.o);
             add(&mut b.x, &b.o);
+            trace("sa_out", l, &b.x);
 
             norm_rows(&b.x, &w.ffn_norm, c.eps, &mut b.xn);
+            trace("ffn_norm", l, &b.xn);
             let GateUp::Split { gate, up } = &w.gate_up else {
                 unreachable!("checked at load")
             };
             matmul(pool, gate, &b.xn, t_n, &mut b.g);
             matmul(pool, up, &b.xn, t_n, &mut b.u);
             b.h.resize(b.g.len(), 0.0);
-            vec::swiglu(&b.g, &b.u, &mut b.h);
+            match c.ffn_act {
+                FfnAct::Silu => vec::swiglu(&b.g, &b.u, &mut b.h),
+                FfnAct::GeluTanh => gelu::geglu(&b.g, &b.u, &mut b.h),
+            }
+            trace("ffn_gate", l, &b.g);
+            trace("ffn_up", l, &b.u);
+            trace("ffn_geglu", l, &b.h);
             matmul(pool, &w.down, &b.h, t_n, &mut b.o);
+            trace("ffn_out", l, &b.o);
             if let Some(pn) = &w.post_ffw_norm {
                 for r in b.o.chunks_exact_mut(e) {
                     norm::rms_norm_heads_ref(r, pn, c.eps);
                 }
             }
+            trace("ffn_post_norm", l, &b.o);
             add(&mut b.x, &b.o);
+            trace("l_out", l, &b.x);
         }
         self.pos += t_n;
         self.tokens.extend_from_slice(tokens);
@@ -242,7 +308,13 @@ impl Session<'_> {
         let rows = &b.x[want.start * e..want.end * e];
         let mut xn = Vec::new();
         norm_rows(rows, &m.weights.output_norm, c.eps, &mut xn);
-        matmul(&self.pool, &m.weights.output, &xn, want.len(), &mut b.logits);
+        matmul(
+            &self.pool,
+            &m.weights.output,
+            &xn,
+            want.len(),
+            &mut b.logits,
+        );
         if c.final_logit_softcap > 0.0 {
             let s = c.final_logit_softcap;
             b.logits.iter_mut().for_each(|v| *v = (*v / s).tanh() * s);
