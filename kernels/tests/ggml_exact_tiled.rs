@@ -1,5 +1,5 @@
 //! Bit-exactness of the tiled K-quant matmul twins (`ggml_exact::tiled`: Q6_K, Q4_K, Q5_K,
-//! non-repacked weights, batches of 8+ tokens) against ggml's own
+//! Q3_K, Q2_K, IQ4_XS; non-repacked weights, batches of 8+ tokens) against ggml's own
 //! `ggml_compute_forward_mul_mat_tiled`: the oracle `tests/oracle/ggml_tiled_oracle.cpp`,
 //! linked against the cached llama.cpp build, runs real `ggml_mul_mat` graphs at 1, 2 and 3
 //! threads and writes inputs and outputs; every output is recomputed here and compared by
@@ -11,15 +11,21 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use bytemuck::Pod;
+use pocket_kernels::formats::iq4_xs::BlockIq4Xs;
+use pocket_kernels::formats::q2_k::BlockQ2K;
+use pocket_kernels::formats::q3_k::BlockQ3K;
 use pocket_kernels::formats::q4_k::BlockQ4K;
 use pocket_kernels::formats::q5_k::BlockQ5K;
 use pocket_kernels::formats::q6_k::BlockQ6K;
 use pocket_kernels::formats::q8_k::BlockQ8K;
 use pocket_kernels::ggml_exact::{q6_k, q8_k, tiled};
 
+const Q2_K: u32 = 10;
+const Q3_K: u32 = 11;
 const Q4_K: u32 = 12;
 const Q5_K: u32 = 13;
 const Q6_K: u32 = 14;
+const IQ4_XS: u32 = 23;
 
 fn oracle() -> PathBuf {
     let cache = std::env::var_os("POCKET_CACHE")
@@ -169,6 +175,24 @@ fn check_file(seed: u64, force: bool, t: &mut Tally) {
                 let w: Vec<BlockQ5K> = r.blocks(nb);
                 let x = r.f32s(tokens * k);
                 (tiled::mul_mat_tiled_q5_k(&w, rows, &x, k), None)
+            }
+            Q3_K => {
+                assert!(tiled_path);
+                let w: Vec<BlockQ3K> = r.blocks(nb);
+                let x = r.f32s(tokens * k);
+                (tiled::mul_mat_tiled_q3_k(&w, rows, &x, k), None)
+            }
+            Q2_K => {
+                assert!(tiled_path);
+                let w: Vec<BlockQ2K> = r.blocks(nb);
+                let x = r.f32s(tokens * k);
+                (tiled::mul_mat_tiled_q2_k(&w, rows, &x, k), None)
+            }
+            IQ4_XS => {
+                assert!(tiled_path);
+                let w: Vec<BlockIq4Xs> = r.blocks(nb);
+                let x = r.f32s(tokens * k);
+                (tiled::mul_mat_tiled_iq4_xs(&w, rows, &x, k), None)
             }
             _ => panic!("unknown type {ty}"),
         };

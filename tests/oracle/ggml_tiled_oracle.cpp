@@ -1,5 +1,5 @@
 // Oracle for pocket's ggml_exact tiled K-quant matmul twins (kernels/src/ggml_exact/tiled.rs):
-// random non-repacked K-quant weights and f32 activations pushed through a real ggml graph
+// random non-repacked Q6_K/Q5_K/Q4_K/Q3_K/Q2_K/IQ4_XS weights and f32 activations pushed through a real ggml graph
 // (ggml_mul_mat, plain CPU context, so src0->extra == NULL and
 // ggml_compute_forward_mul_mat takes ggml_compute_forward_mul_mat_tiled when
 // src1->ne[1] >= 8), computed at several thread counts; inputs and every output written to
@@ -99,6 +99,19 @@ static std::vector<uint8_t> weights(ggml_type t, int64_t k, int64_t rows) {
                     rand_bytes(v, 128 + 64 + 16);
                     put_h(v, unif(1e-5f, 2e-4f));
                     break;
+                case GGML_TYPE_Q3_K:  // hmask[32], qs[64], scales[12], d
+                    rand_bytes(v, 32 + 64 + 12);
+                    put_h(v, unif(1e-4f, 3e-3f));
+                    break;
+                case GGML_TYPE_Q2_K:  // scales[16], qs[64], d, dmin
+                    rand_bytes(v, 16 + 64);
+                    put_h(v, unif(1e-4f, 3e-3f));
+                    put_h(v, unif(1e-4f, 3e-3f));
+                    break;
+                case GGML_TYPE_IQ4_XS:  // d, scales_h, scales_l[4], qs[128]
+                    put_h(v, unif(1e-5f, 2e-4f));
+                    rand_bytes(v, 2 + 4 + 128);
+                    break;
                 default: fprintf(stderr, "type\n"); exit(1);
             }
         }
@@ -158,7 +171,8 @@ int main(int argc, char ** argv) {
 
     ggml_cpu_init();
 
-    const ggml_type types[] = { GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K };
+    const ggml_type types[] = { GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                GGML_TYPE_Q3_K, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_XS };
     if (forced) {
         // Tiled kernel below its batch floor: every token count 1..7.
         for (int64_t tokens = 1; tokens <= 7; ++tokens) {

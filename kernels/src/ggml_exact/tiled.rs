@@ -1,5 +1,6 @@
 //! The tiled K-quant matmul of llama.cpp's x86 CPU backend (ggml-cpu/tiled/tiled.cpp +
-//! tiled-kernel.cpp, AVX2 microkernel `tiled_run_microtile_avx2`), for Q6_K, Q4_K and Q5_K.
+//! tiled-kernel.cpp, AVX2 microkernel `tiled_run_microtile_avx2`), for Q6_K, Q4_K, Q5_K,
+//! Q3_K, Q2_K and IQ4_XS (not the IQ2/IQ3/IQ1 grids, which the tiled path also takes).
 //!
 //! When it runs: `ggml_compute_forward_mul_mat` tries `ggml_compute_forward_mul_mat_tiled`
 //! first (before llamafile's sgemm and the vec_dot loop). It takes the op when
@@ -29,7 +30,7 @@
 //!    + bsums[2s+1])`;
 //! 3. the f32 epilogue of the microkernel (checked in the disassembly of the b11434
 //!    object): `res = d_w · cvt(isum)` (`vmulps`), for Q4_K/Q5_K then `res =
-//!    fnmadd(dmin_w, cvt(imin), res)` (one rounding), and `acc = fmadd(res, d_a, acc)`
+//!    fnmadd(dmin_w, cvt(imin), res)` (one rounding; Q2_K too), and `acc = fmadd(res, d_a, acc)`
 //!    into the f32 accumulator of that output;
 //! 4. `acc` starts at 0 (the 256×256 window buffer is zeroed once per macrotile) and takes
 //!    the K blocks in increasing order on both the narrow path (`n_src1 <= 16`: K in
@@ -47,7 +48,11 @@
 
 use super::h2f;
 use super::q8_k::quantize_row_q8_k;
+use crate::formats::iq4_nl::KVALUES_IQ4NL;
+use crate::formats::iq4_xs::BlockIq4Xs;
 use crate::formats::kquant::{scale_min_k4, QK_K};
+use crate::formats::q2_k::BlockQ2K;
+use crate::formats::q3_k::BlockQ3K;
 use crate::formats::q4_k::BlockQ4K;
 use crate::formats::q5_k::BlockQ5K;
 use crate::formats::q6_k::BlockQ6K;
@@ -85,40 +90,62 @@ fn q4_code(qs: &[u8; QK_K / 2], e: usize) -> i32 {
     (if s % 2 == 0 { byte & 0x0F } else { byte >> 4 }) as i32
 }
 
-/// One block of the Q6_K microkernel: `d_w · cvt(isum)` (the `vmulps`).
+/// Q4_K/Q5_K sub-block scale and min (the 12-byte kmask decode of the unpack).
 #[inline]
-fn block_q6_k(bw: &BlockQ6K, ba: &BlockQ8K) -> f32 {
-    let mut isum = 0i32;
-    for s in 0..QK_K / 16 {
-        let mut dot = 0i32;
-        for e in 16 * s..16 * s + 16 {
-            dot += q6_weight(bw, e) * ba.qs[e] as i32;
-        }
-        isum += bw.scales[s] as i32 * dot;
-    }
-    h2f(bw.d) * isum as f32
+fn q45_scale_min(scales: &[u8; 12], s: usize) -> (i32, i32) {
+    let (sc, m) = scale_min_k4(s, scales);
+    (sc as i32, m as i32)
 }
 
-/// One block of the Q4_K/Q5_K microkernel: `fnmadd(dmin_w, cvt(imin), d_w · cvt(isum))`.
+/// One block of the microkernel for the formats without mins (Q6_K, Q3_K, IQ4_XS):
+/// `isum = Σ_s scale(s)·Σ_{e∈s} weight(e)·q8_e` over sub-blocks of `subblk`, exact in
+/// int32, then `d_w · cvt(isum)` (the `vmulps`).
 #[inline]
-fn block_q45_k(
+fn block_sym(
+    d: f32,
+    subblk: usize,
+    ba: &BlockQ8K,
+    scale: impl Fn(usize) -> i32,
+    weight: impl Fn(usize) -> i32,
+) -> f32 {
+    let mut isum = 0i32;
+    for s in 0..QK_K / subblk {
+        let mut dot = 0i32;
+        for e in subblk * s..subblk * (s + 1) {
+            dot += weight(e) * ba.qs[e] as i32;
+        }
+        isum += scale(s) * dot;
+    }
+    d * isum as f32
+}
+
+/// One block of the microkernel for the formats with mins (Q4_K, Q5_K, Q2_K):
+/// `isum` as in [`block_sym`], `imin = Σ_s min(s)·Σ bsums` over the sub-block's
+/// 16-element bsums (widened to int32 in the src1 tile), then
+/// `fnmadd(dmin_w, cvt(imin), d_w · cvt(isum))` (one rounding).
+#[inline]
+fn block_min(
     d: f32,
     dmin: f32,
-    scales: &[u8; 12],
+    subblk: usize,
     ba: &BlockQ8K,
+    scale_min: impl Fn(usize) -> (i32, i32),
     code: impl Fn(usize) -> i32,
 ) -> f32 {
     let mut isum = 0i32;
     let mut imin = 0i32;
-    for s in 0..QK_K / 32 {
-        let (sc, m) = scale_min_k4(s, scales);
+    for s in 0..QK_K / subblk {
+        let (sc, m) = scale_min(s);
         let mut dot = 0i32;
-        for e in 32 * s..32 * s + 32 {
+        for e in subblk * s..subblk * (s + 1) {
             dot += code(e) * ba.qs[e] as i32;
         }
-        isum += sc as i32 * dot;
-        // The bsums are widened to int32 in the src1 tile, then summed per 32.
-        imin += m as i32 * (ba.bsums[2 * s] as i32 + ba.bsums[2 * s + 1] as i32);
+        isum += sc * dot;
+        let bs: i32 = ba.bsums[subblk * s / 16..subblk * (s + 1) / 16]
+            .iter()
+            .map(|&b| b as i32)
+            .sum();
+        imin += m * bs;
     }
     (-dmin).mul_add(imin as f32, d * isum as f32)
 }
@@ -137,7 +164,16 @@ fn fold(a: &[BlockQ8K], res: impl Fn(usize) -> f32) -> f32 {
 /// One output of the tiled Q6_K matmul: weight row `w` against one token's Q8_K blocks.
 pub fn dot_tiled_q6_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q6_K x q8_K: block counts");
-    fold(a, |b| block_q6_k(&w[b], &a[b]))
+    fold(a, |b| {
+        let bw = &w[b];
+        block_sym(
+            h2f(bw.d),
+            16,
+            &a[b],
+            |s| bw.scales[s] as i32,
+            |e| q6_weight(bw, e),
+        )
+    })
 }
 
 /// One output of the tiled Q4_K matmul (non-repacked weights).
@@ -145,9 +181,14 @@ pub fn dot_tiled_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q4_K x q8_K: block counts");
     fold(a, |b| {
         let bw = &w[b];
-        block_q45_k(h2f(bw.d), h2f(bw.dmin), &bw.scales, &a[b], |e| {
-            q4_code(&bw.qs, e)
-        })
+        block_min(
+            h2f(bw.d),
+            h2f(bw.dmin),
+            32,
+            &a[b],
+            |s| q45_scale_min(&bw.scales, s),
+            |e| q4_code(&bw.qs, e),
+        )
     })
 }
 
@@ -156,9 +197,89 @@ pub fn dot_tiled_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q5_K x q8_K: block counts");
     fold(a, |b| {
         let bw = &w[b];
-        block_q45_k(h2f(bw.d), h2f(bw.dmin), &bw.scales, &a[b], |e| {
-            q4_code(&bw.qs, e) | ((((bw.qh[e % 32] >> (e / 32)) & 1) as i32) << 4)
-        })
+        block_min(
+            h2f(bw.d),
+            h2f(bw.dmin),
+            32,
+            &a[b],
+            |s| q45_scale_min(&bw.scales, s),
+            |e| q4_code(&bw.qs, e) | ((((bw.qh[e % 32] >> (e / 32)) & 1) as i32) << 4),
+        )
+    })
+}
+
+/// One output of the tiled Q3_K matmul (`ACTBIAS`, `BIAS = 4`: weight `code - 4`, code =
+/// 2 low bits | hmask bit << 2; scale = 6-bit value - 32).
+pub fn dot_tiled_q3_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
+    assert_eq!(w.len(), a.len(), "tiled q3_K x q8_K: block counts");
+    fold(a, |b| {
+        let bw = &w[b];
+        block_sym(
+            h2f(bw.d),
+            16,
+            &a[b],
+            |g| {
+                let lo = if g < 8 {
+                    bw.scales[g] & 0xF
+                } else {
+                    bw.scales[g - 8] >> 4
+                };
+                let hi = (bw.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+                (lo | (hi << 4)) as i32 - 32
+            },
+            |e| {
+                let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
+                let lo = (bw.qs[32 * half + l] >> (2 * group)) & 3;
+                let hi = (bw.hmask[l] >> (4 * half + group)) & 1;
+                (lo | (hi << 2)) as i32 - 4
+            },
+        )
+    })
+}
+
+/// One output of the tiled Q2_K matmul (`HAS_MIN`, sub-blocks of 16: scale = low nibble,
+/// min = high nibble of `scales[s]`).
+pub fn dot_tiled_q2_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
+    assert_eq!(w.len(), a.len(), "tiled q2_K x q8_K: block counts");
+    fold(a, |b| {
+        let bw = &w[b];
+        block_min(
+            h2f(bw.d),
+            h2f(bw.dmin),
+            16,
+            &a[b],
+            |s| ((bw.scales[s] & 0xF) as i32, (bw.scales[s] >> 4) as i32),
+            |e| {
+                let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
+                ((bw.qs[32 * half + l] >> (2 * group)) & 3) as i32
+            },
+        )
+    })
+}
+
+/// One output of the tiled IQ4_XS matmul (`BIAS = 128` without `ACTBIAS`: the sign trick,
+/// `maddubs(|w|, sign(q8, w))`, no saturation at 2·127·127; weight = `kvalues_iq4nl`
+/// level, scale = `ls - 32`).
+pub fn dot_tiled_iq4_xs(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
+    assert_eq!(w.len(), a.len(), "tiled iq4_xs x q8_K: block counts");
+    fold(a, |b| {
+        let bw = &w[b];
+        block_sym(
+            h2f(bw.d),
+            32,
+            &a[b],
+            |s| {
+                let lo = (bw.scales_l[s / 2] >> (4 * (s % 2))) & 0xF;
+                let hi = ((bw.scales_h >> (2 * s)) & 3) as u8;
+                (lo | (hi << 4)) as i32 - 32
+            },
+            |e| {
+                let (s, j) = (e / 32, e % 32);
+                let byte = bw.qs[16 * s + j % 16];
+                let q = if j < 16 { byte & 0xF } else { byte >> 4 };
+                KVALUES_IQ4NL[q as usize] as i32
+            },
+        )
     })
 }
 
@@ -210,4 +331,19 @@ pub fn mul_mat_tiled_q4_k(w: &[BlockQ4K], n_rows: usize, x: &[f32], k: usize) ->
 /// The tiled Q5_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
 pub fn mul_mat_tiled_q5_k(w: &[BlockQ5K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
     mul_mat_tiled(w, n_rows, x, k, dot_tiled_q5_k)
+}
+
+/// The tiled Q3_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
+pub fn mul_mat_tiled_q3_k(w: &[BlockQ3K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
+    mul_mat_tiled(w, n_rows, x, k, dot_tiled_q3_k)
+}
+
+/// The tiled Q2_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
+pub fn mul_mat_tiled_q2_k(w: &[BlockQ2K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
+    mul_mat_tiled(w, n_rows, x, k, dot_tiled_q2_k)
+}
+
+/// The tiled IQ4_XS `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
+pub fn mul_mat_tiled_iq4_xs(w: &[BlockIq4Xs], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
+    mul_mat_tiled(w, n_rows, x, k, dot_tiled_iq4_xs)
 }
