@@ -29,9 +29,9 @@
 //!    0`, `HAS_MIN`): `isum = Σ_s sc[s]·Σ_{e∈s} code_e·q8_e` and `imin = Σ_s m[s]·(bsums[2s]
 //!    + bsums[2s+1])`;
 //! 3. the f32 epilogue of the microkernel (checked in the disassembly of the b11434
-//!    object): `res = d_w · cvt(isum)` (`vmulps`), for Q4_K/Q5_K then `res =
-//!    fnmadd(dmin_w, cvt(imin), res)` (one rounding; Q2_K too), and `acc = fmadd(res, d_a, acc)`
-//!    into the f32 accumulator of that output;
+//!    object): `res = d_w · cvt(isum)` (`vmulps`), for Q4_K/Q5_K/Q2_K then
+//!    `res = fnmadd(dmin_w, cvt(imin), res)` (one rounding), and
+//!    `acc = fmadd(res, d_a, acc)` into the f32 accumulator of that output;
 //! 4. `acc` starts at 0 (the 256×256 window buffer is zeroed once per macrotile) and takes
 //!    the K blocks in increasing order on both the narrow path (`n_src1 <= 16`: K in
 //!    `ggml_tiled_narrow_k_extent` chunks of whole slabs, slabs in order) and the wide
@@ -45,6 +45,9 @@
 //! lane_acc)`, then `hsum`), the tiled path folds each block into one scalar accumulator
 //! with the weight scale applied first and the activation scale in the FMA, so the two
 //! round differently.
+//!
+//! `MUL_MAT_ID` (MoE experts with >= 8 routed rows) runs the same microkernel over K in the
+//! same order, so these dot products apply per expert too (not checked by the oracle).
 
 use super::h2f;
 use super::q8_k::quantize_row_q8_k;
