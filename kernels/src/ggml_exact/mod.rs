@@ -25,6 +25,7 @@ pub mod q6_k;
 pub mod q8_k;
 pub mod quantize;
 pub mod rope;
+pub mod tiled;
 pub mod vec;
 
 use half::f16;
