@@ -13,6 +13,7 @@ pub mod forward;
 pub mod gguf;
 pub mod kv_cache;
 pub mod linear;
+pub mod logit_dump;
 pub mod perplexity;
 pub mod profile;
 pub mod sample_basic;
