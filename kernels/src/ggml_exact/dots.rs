@@ -32,8 +32,13 @@ fn nibbles(qs: &[u8; 16]) -> [i32; 32] {
     w
 }
 
-/// `ggml_vec_dot_q4_1_q8_1`.
-pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+super::fma_clone! {
+    /// `ggml_vec_dot_q4_1_q8_1`.
+    pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 => vec_dot_q4_1_q8_1_body
+}
+
+#[inline(always)]
+fn vec_dot_q4_1_q8_1_body(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_q4_1_q8_1: block counts");
     let mut acc = [0f32; 8];
     let mut summs = 0f32;
@@ -50,8 +55,13 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     hsum8(&acc) + summs
 }
 
-/// `ggml_vec_dot_q8_0_q8_0` (and the Q8_0 x Q8_0 tiles of llamafile's sgemm).
-pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+super::fma_clone! {
+    /// `ggml_vec_dot_q8_0_q8_0` (and the Q8_0 x Q8_0 tiles of llamafile's sgemm).
+    pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 => vec_dot_q8_0_q8_0_body
+}
+
+#[inline(always)]
+fn vec_dot_q8_0_q8_0_body(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_q8_0_q8_0: block counts");
     let mut acc = [0f32; 8];
     for (bx, by) in x.iter().zip(y) {

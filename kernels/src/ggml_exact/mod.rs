@@ -16,6 +16,35 @@
 //! against the real ggml function on random data (`kernels/tests/ggml_exact.rs` with the
 //! oracle `tests/oracle/ggml_ops_oracle.cpp`, linked against the cached llama.cpp build).
 
+/// `$(#[meta])* pub fn $name(args) -> ret => body`: defines `$name` over the plain function
+/// `body`, and on x86-64 a clone of it compiled with AVX2+FMA that `$name` calls when the
+/// CPU has them. Without FMA in the target, `f32::mul_add` is a call into a software
+/// `fmaf` (a third of the run time); with it, one instruction, and LLVM can vectorize the
+/// eight-lane accumulators. The bits are the same either way: a fused multiply-add is
+/// exactly rounded by definition.
+macro_rules! fma_clone {
+    ($(#[$m:meta])* pub fn $name:ident($($a:ident: $t:ty),* $(,)?) -> $r:ty => $body:ident) => {
+        $(#[$m])*
+        pub fn $name($($a: $t),*) -> $r {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    /// # Safety
+                    /// The CPU must support AVX2 and FMA.
+                    #[target_feature(enable = "avx2,fma")]
+                    unsafe fn fast($($a: $t),*) -> $r {
+                        $body($($a),*)
+                    }
+                    // SAFETY: AVX2 and FMA were detected just above.
+                    return unsafe { fast($($a),*) };
+                }
+            }
+            $body($($a),*)
+        }
+    };
+}
+pub(crate) use fma_clone;
+
 pub mod attention;
 pub mod dots;
 pub mod gelu;

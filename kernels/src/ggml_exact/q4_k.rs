@@ -60,14 +60,24 @@ fn dot_q4_k_8x8(w: &[BlockQ4K], a: &[BlockQ8K], group: usize) -> f32 {
     acc - acc_min
 }
 
-/// One output of `ggml_gemv_q4_K_8x8_q8_K` (one `fmadd` per super-block).
-pub fn gemv_q4_k_8x8_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+super::fma_clone! {
+    /// One output of `ggml_gemv_q4_K_8x8_q8_K` (one `fmadd` per super-block).
+    pub fn gemv_q4_k_8x8_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 => gemv_q4_k_8x8_q8_k_body
+}
+
+#[inline(always)]
+fn gemv_q4_k_8x8_q8_k_body(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     dot_q4_k_8x8(w, a, 8)
 }
 
-/// One output of `ggml_gemm_q4_K_8x8_q8_K` (one `fmadd` per pair of sub-blocks, in both
-/// the 16-token and the 4-token loops of the AVX2 code).
-pub fn gemm_q4_k_8x8_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+super::fma_clone! {
+    /// One output of `ggml_gemm_q4_K_8x8_q8_K` (one `fmadd` per pair of sub-blocks, in both
+    /// the 16-token and the 4-token loops of the AVX2 code).
+    pub fn gemm_q4_k_8x8_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 => gemm_q4_k_8x8_q8_k_body
+}
+
+#[inline(always)]
+fn gemm_q4_k_8x8_q8_k_body(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     dot_q4_k_8x8(w, a, 2)
 }
 

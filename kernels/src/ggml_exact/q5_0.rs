@@ -28,11 +28,16 @@ fn codes(b: &BlockQ5_0) -> [i32; 32] {
     })
 }
 
-/// `ggml_vec_dot_q5_0_q8_0`: per block, lane `l` of `mul_sum_i8_pairs_float` is the exact
-/// integer sum of the products of elements `4l..4l+4` (`sign_epi8` + `maddubs` + `madd`;
-/// |pair| <= 2·16·127, no saturation), fused-multiply-added with `d_x * d_y`
-/// (`_mm256_fmadd_ps(d, q, acc)`), then [`hsum8`].
-pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+super::fma_clone! {
+    /// `ggml_vec_dot_q5_0_q8_0`: per block, lane `l` of `mul_sum_i8_pairs_float` is the exact
+    /// integer sum of the products of elements `4l..4l+4` (`sign_epi8` + `maddubs` + `madd`;
+    /// |pair| <= 2·16·127, no saturation), fused-multiply-added with `d_x * d_y`
+    /// (`_mm256_fmadd_ps(d, q, acc)`), then [`hsum8`].
+    pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 => vec_dot_q5_0_q8_0_body
+}
+
+#[inline(always)]
+fn vec_dot_q5_0_q8_0_body(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_q5_0_q8_0: block counts");
     let mut acc = [0f32; 8];
     for (bx, by) in x.iter().zip(y) {

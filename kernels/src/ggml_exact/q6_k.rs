@@ -21,13 +21,18 @@ fn code(b: &BlockQ6K, e: usize) -> i32 {
     (lo | (hi << 4)) as i32
 }
 
-/// `ggml_vec_dot_q6_K_q8_K`: per super-block, eight int32 lanes; lane `l` sums
-/// `code·q8·sc[e/16]` over the elements `e` with `e % 32` in `4l..4l+4` (`maddubs` of
-/// unsigned codes, `madd` with the sign-extended scales; no saturation: 2·63·127 < 2^15)
-/// and subtracts `32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1])` (`q8sclsub`: the -32
-/// offset applied through the bsums, lane by lane, so a lane's value is not the sum over
-/// its own elements). Then `fmadd(d, cvt(sumi), acc)` with `d = d8 * d6` and [`hsum8`].
-pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+super::fma_clone! {
+    /// `ggml_vec_dot_q6_K_q8_K`: per super-block, eight int32 lanes; lane `l` sums
+    /// `code·q8·sc[e/16]` over the elements `e` with `e % 32` in `4l..4l+4` (`maddubs` of
+    /// unsigned codes, `madd` with the sign-extended scales; no saturation: 2·63·127 < 2^15)
+    /// and subtracts `32·(bsums[2l]·sc[2l] + bsums[2l+1]·sc[2l+1])` (`q8sclsub`: the -32
+    /// offset applied through the bsums, lane by lane, so a lane's value is not the sum over
+    /// its own elements). Then `fmadd(d, cvt(sumi), acc)` with `d = d8 * d6` and [`hsum8`].
+    pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 => vec_dot_q6_k_q8_k_body
+}
+
+#[inline(always)]
+fn vec_dot_q6_k_q8_k_body(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_q6_k_q8_k: block counts");
     let mut acc = [0f32; 8];
     for (bx, by) in x.iter().zip(y) {

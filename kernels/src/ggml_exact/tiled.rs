@@ -164,8 +164,13 @@ fn fold(a: &[BlockQ8K], res: impl Fn(usize) -> f32) -> f32 {
     acc
 }
 
-/// One output of the tiled Q6_K matmul: weight row `w` against one token's Q8_K blocks.
-pub fn dot_tiled_q6_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+super::fma_clone! {
+    /// One output of the tiled Q6_K matmul: weight row `w` against one token's Q8_K blocks.
+    pub fn dot_tiled_q6_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 => dot_tiled_q6_k_body
+}
+
+#[inline(always)]
+fn dot_tiled_q6_k_body(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q6_K x q8_K: block counts");
     fold(a, |b| {
         let bw = &w[b];
