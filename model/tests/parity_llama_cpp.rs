@@ -201,9 +201,10 @@ fn load(m: &PathBuf, numerics: Numerics) -> Model<'static> {
 // logits bit for bit; the fast path is held to llama.cpp's own spread below.
 #[test]
 fn greedy_32_tokens_identical_with_ggml_numerics() {
+    // The issue asks for 4 of 5; llama.cpp's own arithmetic gives all 5.
     for (name, need) in [
         ("SmolLM2-135M-Instruct.Q4_1.gguf", 5),
-        ("gemma-3-270m-q4_k_m.gguf", 4),
+        ("gemma-3-270m-q4_k_m.gguf", 5),
     ] {
         let m = model(name);
         let mdl = load(&m, Numerics::Ggml);
