@@ -76,14 +76,14 @@ pub fn vec_dot(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::super::kquant::pack_scale_min_k4;
-    use super::super::{q8_k, test_util::*};
+    use super::super::test_util::*;
     use super::*;
 
-    fn quantize(x: &[f32]) -> Vec<BlockQ5K> {
-        let mut q = vec![BlockQ5K::zeroed(); x.len() / QK_K];
-        quantize_row(x, &mut q);
-        q
-    }
+    const Q5_K: Codec<BlockQ5K> = Codec {
+        qk: QK_K,
+        quantize_row,
+        dequantize_row,
+    };
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -102,19 +102,14 @@ mod tests {
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&quantize(&x), &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q5_K.assert_round_trip_within_llama_cpp_bound();
     }
 
     #[test]
     fn random_round_trip_error_is_small() {
         let mut rng = Rng::new(13);
         let x = rng.vec(QK_K * 16, 1.0);
-        let mut y = vec![0.0; x.len()];
-        dequantize_row(&quantize(&x), &mut y);
+        let y = Q5_K.dequantize(&Q5_K.quantize(&x));
         for (a, b) in x.iter().zip(&y) {
             assert!((a - b).abs() <= 2.0 / 31.0, "{a} -> {b}");
         }
@@ -122,33 +117,16 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(14);
-        let n = QK_K * 8;
-        let w = random_blocks::<BlockQ5K>(&mut rng, n / QK_K, |b, r| {
+        let fix = |b: &mut BlockQ5K, r: &mut Rng| {
             b.d = r.scale_f16();
             b.dmin = r.scale_f16();
-        });
-        let mut a = vec![BlockQ8K::zeroed(); n / QK_K];
-        q8_k::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_k::dequantize_row(&a, &mut af);
+        };
+        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(14), 8, &Q5_K, fix, &Q8_K);
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 
     #[test]
     fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let y = generate_data(1.0, TEST_SIZE, 2.0);
-        let mut a = vec![BlockQ8K::zeroed(); TEST_SIZE / QK_K];
-        q8_k::quantize_row(&y, &mut a);
-        let got = vec_dot(&quantize(&x), &a);
-        assert_dot_close(
-            got,
-            dot_f64(&x, &y),
-            TEST_SIZE,
-            MAX_DOT_PRODUCT_ERROR,
-            "q5_k",
-        );
+        assert_vec_dot_within_llama_cpp_bound(&Q5_K, &Q8_K, vec_dot, "q5_k");
     }
 }
