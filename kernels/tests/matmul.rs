@@ -10,6 +10,8 @@ use pocket_kernels::matmul::{
 use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
 
+mod common;
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -401,31 +403,9 @@ fn extreme_codes_do_not_saturate() {
                 }
             }
             let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
-            for sign in [1.0f32, -1.0] {
-                let x: Vec<f32> = (0..2 * cols)
-                    .map(|i| {
-                        if i < cols {
-                            sign
-                        } else {
-                            -sign * (i % 3) as f32
-                        }
-                    })
-                    .collect();
-                let act = QuantizedActivation::quantize(&x, 2);
-                let (y, mag) = naive(ty, &bytes, rows, cols, &act);
-                for isa in Isa::available() {
-                    let mut out = vec![0f32; 2 * rows];
-                    gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
-                    for i in 0..out.len() {
-                        assert!(
-                            (out[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
-                            "{ty:?} code {code:#x} sign {sign} {isa} at {i}: {} vs {}",
-                            out[i],
-                            y[i]
-                        );
-                    }
-                }
-            }
+            common::assert_extremes_do_not_saturate(ty, code, &w, rows, cols, |act| {
+                naive(ty, &bytes, rows, cols, act)
+            });
         }
     }
 }
