@@ -11,20 +11,7 @@ use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
 
 mod common;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn f(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
+use common::Rng;
 
 /// Random raw GGUF bytes. `share`: Q4_1 64-groups share (d, m) (MNN-Pocket style).
 fn random_tensor(ty: GgmlType, rows: usize, cols: usize, share: bool, rng: &mut Rng) -> Vec<u8> {

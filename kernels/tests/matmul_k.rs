@@ -14,23 +14,7 @@ use proptest::prelude::*;
 use std::path::PathBuf;
 
 mod common;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn f(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    fn h(&mut self, lo: f32, hi: f32) -> [u8; 2] {
-        f16::from_f32(self.f(lo, hi)).to_bits().to_le_bytes()
-    }
-}
+use common::Rng;
 
 const TYPES: [GgmlType; 5] = [
     GgmlType::Q4_K,

@@ -107,12 +107,8 @@ mod tests {
 
     #[test]
     fn random_round_trip_error_is_small() {
-        let mut rng = Rng::new(13);
-        let x = rng.vec(QK_K * 16, 1.0);
-        let y = Q5_K.dequantize(&Q5_K.quantize(&x));
-        for (a, b) in x.iter().zip(&y) {
-            assert!((a - b).abs() <= 2.0 / 31.0, "{a} -> {b}");
-        }
+        let x = Rng::new(13).vec(QK_K * 16, 1.0);
+        Q5_K.assert_round_trip_within(&x, |_| 2.0 / 31.0);
     }
 
     #[test]

@@ -155,12 +155,8 @@ mod tests {
 
     #[test]
     fn random_round_trip_error_is_small() {
-        let mut rng = Rng::new(15);
-        let x = rng.vec(QK_K * 16, 1.0);
-        let y = Q6_K.dequantize(&Q6_K.quantize(&x));
-        for (a, b) in x.iter().zip(&y) {
-            assert!((a - b).abs() <= 1.0 / 31.0, "{a} -> {b}");
-        }
+        let x = Rng::new(15).vec(QK_K * 16, 1.0);
+        Q6_K.assert_round_trip_within(&x, |_| 1.0 / 31.0);
     }
 
     #[test]

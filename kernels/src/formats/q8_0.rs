@@ -93,17 +93,9 @@ mod tests {
 
     #[test]
     fn random_round_trip_error_is_at_most_half_a_step() {
-        let mut rng = Rng::new(3);
-        let x = rng.vec(QK8_0 * 64, 5.0);
-        let y = Q8_0.dequantize(&Q8_0.quantize(&x));
-        for (xb, yb) in x.chunks(QK8_0).zip(y.chunks(QK8_0)) {
-            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            // half a step, plus the fp16 rounding of d (2^-11 relative) times 127 steps
-            let tol = amax / 127.0 * (0.5 + 127.0 / 2048.0) * 1.001;
-            for (a, b) in xb.iter().zip(yb) {
-                assert!((a - b).abs() <= tol, "{a} -> {b}, tol {tol}");
-            }
-        }
+        let x = Rng::new(3).vec(QK8_0 * 64, 5.0);
+        // half a step, plus the fp16 rounding of d (2^-11 relative) times 127 steps
+        Q8_0.assert_round_trip_within(&x, |xb| amax(xb) / 127.0 * (0.5 + 127.0 / 2048.0) * 1.001);
     }
 
     #[test]

@@ -35,6 +35,11 @@ pub fn array_rmse(a: &[f32], b: &[f32]) -> f32 {
     (sum.sqrt() / a.len() as f64) as f32
 }
 
+/// The largest magnitude in `x`.
+pub fn amax(x: &[f32]) -> f32 {
+    x.iter().fold(0.0f32, |m, v| m.max(v.abs()))
+}
+
 /// Dot product in f64 (test-quantize-fns sums f32 products in a double).
 pub fn dot_f64(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(&x, &y)| (x * y) as f64).sum()
@@ -145,6 +150,19 @@ impl<B: Pod> Codec<B> {
     pub fn dequantize(&self, blocks: &[B]) -> Vec<f32> {
         let mut y = vec![0.0; blocks.len() * self.qk];
         (self.dequantize_row)(blocks, &mut y);
+        y
+    }
+
+    /// Quantizes `x` and decodes it again, asserting that every element of each block `xb`
+    /// comes back within `tol(xb)`; returns the decoded values.
+    pub fn assert_round_trip_within(&self, x: &[f32], tol: impl Fn(&[f32]) -> f32) -> Vec<f32> {
+        let y = self.dequantize(&self.quantize(x));
+        for (xb, yb) in x.chunks(self.qk).zip(y.chunks(self.qk)) {
+            let tol = tol(xb);
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= tol, "{a} -> {b}, tol {tol}");
+            }
+        }
         y
     }
 

@@ -1,7 +1,31 @@
-//! Checks shared by the matmul test files (`matmul.rs`, `matmul_k.rs`).
+//! Test data and checks shared by the matmul test files (`matmul.rs`, `matmul_k.rs`).
 
+// Each test file compiles this module and uses only part of it.
+#![allow(dead_code)]
+
+use half::f16;
 use pocket_kernels::matmul::{gemm, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
+
+/// SplitMix64: deterministic test data without dependencies.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[lo, hi)`.
+    pub fn f(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// [`Rng::f`] as fp16 bytes (little-endian).
+    pub fn h(&mut self, lo: f32, hi: f32) -> [u8; 2] {
+        f16::from_f32(self.f(lo, hi)).to_bits().to_le_bytes()
+    }
+}
 
 /// The int16-saturation check of `extreme_codes_do_not_saturate`: `w` (`rows x cols`,
 /// packed from blocks of the extreme code byte `code`) against two activation rows, all
