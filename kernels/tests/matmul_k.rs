@@ -405,10 +405,7 @@ fn gguf_tensors(data: &[u8]) -> Vec<(String, GgmlType, Vec<u64>, usize)> {
 }
 
 fn gemma_path() -> PathBuf {
-    let cache = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = cache.join("models/gemma-3-270m-q4_k_m.gguf");
+    let p = common::cache_dir().join("models/gemma-3-270m-q4_k_m.gguf");
     assert!(
         p.exists(),
         "{} is missing: run bash tests/fixtures.sh from the repository root",

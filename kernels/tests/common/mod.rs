@@ -1,4 +1,4 @@
-//! Test data and checks shared by the matmul test files (`matmul.rs`, `matmul_k.rs`).
+//! Test data, checks and the fixture cache shared by the kernel test files.
 
 // Each test file compiles this module and uses only part of it.
 #![allow(dead_code)]
@@ -6,6 +6,18 @@
 use half::f16;
 use pocket_kernels::matmul::{gemm, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
+use std::path::PathBuf;
+
+/// The fixture cache of `bash tests/fixtures.sh`: `$POCKET_CACHE` when set and not empty,
+/// else `~/.cache/pocket`.
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("POCKET_CACHE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
+        }
+    }
+}
 
 /// SplitMix64: deterministic test data without dependencies.
 pub struct Rng(pub u64);
