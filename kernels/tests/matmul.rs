@@ -11,7 +11,7 @@ use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
 
 mod common;
-use common::Rng;
+use common::{random_act, Rng};
 
 /// Random raw GGUF bytes. `share`: Q4_1 64-groups share (d, m) (MNN-Pocket style).
 fn random_tensor(ty: GgmlType, rows: usize, cols: usize, share: bool, rng: &mut Rng) -> Vec<u8> {
@@ -72,15 +72,6 @@ fn naive_row(ty: GgmlType, bytes: &[u8], r: usize, cols: usize) -> Vec<f64> {
         }
     }
     out
-}
-
-fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
-    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
-    // An all-zero block exercises d = 0.
-    if x.len() >= 64 {
-        x[32..64].iter_mut().for_each(|v| *v = 0.0);
-    }
-    x
 }
 
 /// Naive [tokens x rows] product and the matching Σ|w·a| magnitudes (for tolerances).

@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use std::path::PathBuf;
 
 mod common;
-use common::Rng;
+use common::{random_act, Rng};
 
 const TYPES: [GgmlType; 5] = [
     GgmlType::Q4_K,
@@ -47,14 +47,6 @@ fn random_tensor(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u
         }
     }
     out
-}
-
-fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
-    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
-    if x.len() >= 64 {
-        x[32..64].iter_mut().for_each(|v| *v = 0.0);
-    }
-    x
 }
 
 /// Row `r` decoded by `formats::dequantize` (independent of the packing).

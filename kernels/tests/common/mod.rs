@@ -39,6 +39,16 @@ impl Rng {
     }
 }
 
+/// `tokens x cols` activations uniform in [-2, 2), with elements 32..64 zero (an all-zero
+/// block exercises `d = 0`).
+pub fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
+    if x.len() >= 64 {
+        x[32..64].iter_mut().for_each(|v| *v = 0.0);
+    }
+    x
+}
+
 /// The int16-saturation check of `extreme_codes_do_not_saturate`: `w` (`rows x cols`,
 /// packed from blocks of the extreme code byte `code`) against two activation rows, all
 /// `sign` then `-sign·(i % 3)` (so ±127 codes), for both signs, on every available ISA,
