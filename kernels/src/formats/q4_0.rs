@@ -39,15 +39,7 @@ pub fn dequantize_row(blocks: &[BlockQ4_0], out: &mut [f32]) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ4_0]) {
     assert_eq!(x.len(), out.len() * QK4_0);
     for (xb, b) in x.chunks_exact(QK4_0).zip(out.iter_mut()) {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -8.0;
+        let d = max_by_magnitude(xb) / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         b.d = f16::from_f32(d);
         // ggml converts through int8_t: truncation toward zero, then MIN(15, ·).
@@ -56,6 +48,21 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ4_0]) {
             b.qs[j] = code(xb[j]) | code(xb[j + QK4_0 / 2]) << 4;
         }
     }
+}
+
+/// The element of largest magnitude (the first of equals; 0 for an empty or all-zero
+/// block), with ggml's comparison (`amax < |v|`) so NaN inputs are skipped the same way.
+/// Shared with Q5_0.
+pub(crate) fn max_by_magnitude(xb: &[f32]) -> f32 {
+    let mut amax = 0.0f32;
+    let mut max = 0.0f32;
+    for &v in xb {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    max
 }
 
 /// Scalar reference dot product of Q4_0 weights with Q8_0 activations

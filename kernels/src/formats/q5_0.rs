@@ -8,6 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::q4_0::max_by_magnitude;
 use super::q8_0::BlockQ8_0;
 
 /// Elements per block.
@@ -65,15 +66,7 @@ pub fn dequantize_row(blocks: &[BlockQ5_0], out: &mut [f32]) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ5_0]) {
     assert_eq!(x.len(), out.len() * QK5_0);
     for (xb, b) in x.chunks_exact(QK5_0).zip(out.iter_mut()) {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -16.0;
+        let d = max_by_magnitude(xb) / -16.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         b.d = f16::from_f32(d);
         let mut q = [0u8; 32];
