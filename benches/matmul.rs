@@ -26,6 +26,9 @@ use pocket_kernels::{GgmlType, Isa};
 use std::hint::black_box;
 use std::time::Duration;
 
+mod data;
+use data::{random_tensor, XorShift};
+
 const SHAPES: [(usize, usize); 5] = [
     (896, 896),
     (128, 896),
@@ -51,56 +54,6 @@ const FORMATS: [(&str, GgmlType, bool); 9] = [
     ("q6_k", GgmlType::Q6_K, false),
     ("f16", GgmlType::F16, false),
 ];
-
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// Random raw GGUF bytes with small, sane fp16 scale fields.
-fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8> {
-    let (bs, bb) = (ty.block_size(), ty.type_size());
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    let mut v = vec![0u8; rows * cols / bs * bb];
-    for c in v.chunks_mut(8) {
-        let r = rng.next().to_le_bytes();
-        c.copy_from_slice(&r[..c.len()]);
-    }
-    let h = |x: f32| half::f16::from_f32(x).to_bits().to_le_bytes();
-    let (d, m) = (h(0.01), h(-0.08));
-    if ty == GgmlType::F16 {
-        // Finite weights of either sign (random bits would include Inf / NaN).
-        for (i, w) in v.chunks_exact_mut(2).enumerate() {
-            w.copy_from_slice(&h(((i * 37 % 101) as f32 - 50.0) * 1e-3));
-        }
-        return v;
-    }
-    for (i, blk) in v.chunks_exact_mut(bb).enumerate() {
-        match ty {
-            GgmlType::Q4_1 => {
-                blk[0..2].copy_from_slice(&d);
-                let m = if share {
-                    m
-                } else {
-                    h(-0.08 + (i % 7) as f32 * 1e-3)
-                };
-                blk[2..4].copy_from_slice(&m);
-            }
-            GgmlType::Q4_K | GgmlType::Q5_K => {
-                blk[0..2].copy_from_slice(&h(0.001));
-                blk[2..4].copy_from_slice(&h(0.002));
-            }
-            GgmlType::Q6_K => blk[208..210].copy_from_slice(&h(0.0005)),
-            _ => blk[0..2].copy_from_slice(&d),
-        }
-    }
-    v
-}
 
 /// The format takes rows of `cols` (K-quants: multiples of 256), and F16 stays off the
 /// 65536x2560 shape (335 MB unpacked, as much again packed: too much for a shared box).

@@ -14,6 +14,11 @@ use pocket_kernels::matmul::{gemm, PackOptions, PackedMatrix, QuantizedActivatio
 use pocket_kernels::{GgmlType, Isa};
 use std::hint::black_box;
 
+// The benchmarks' weights (`random_tensor`) and random source.
+#[path = "../../benches/data.rs"]
+mod data;
+use data::{random_tensor, XorShift};
+
 const REPS: usize = 7;
 
 const SHAPES: [(usize, usize); 4] = [(2560, 896), (896, 2560), (1152, 896), (896, 896)];
@@ -32,47 +37,6 @@ const FORMATS: [(&str, GgmlType, bool); 7] = [
 fn cpu_ns() -> u64 {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
     s.split_whitespace().next().unwrap().parse().unwrap()
-}
-
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8> {
-    let (bs, bb) = (ty.block_size(), ty.type_size());
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    let mut v = vec![0u8; rows * cols / bs * bb];
-    for c in v.chunks_mut(8) {
-        let r = rng.next().to_le_bytes();
-        c.copy_from_slice(&r[..c.len()]);
-    }
-    let h = |x: f32| half::f16::from_f32(x).to_bits().to_le_bytes();
-    for (i, blk) in v.chunks_exact_mut(bb).enumerate() {
-        match ty {
-            GgmlType::Q4_1 => {
-                blk[0..2].copy_from_slice(&h(0.01));
-                let m = if share {
-                    -0.08
-                } else {
-                    -0.08 + (i % 7) as f32 * 1e-3
-                };
-                blk[2..4].copy_from_slice(&h(m));
-            }
-            GgmlType::Q4_K => {
-                blk[0..2].copy_from_slice(&h(0.001));
-                blk[2..4].copy_from_slice(&h(0.002));
-            }
-            GgmlType::Q6_K => blk[208..210].copy_from_slice(&h(0.0005)),
-            _ => blk[0..2].copy_from_slice(&h(0.01)),
-        }
-    }
-    v
 }
 
 fn main() {

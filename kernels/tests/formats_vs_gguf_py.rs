@@ -12,20 +12,13 @@ use std::process::Command;
 use pocket_kernels::formats::{dequantize, quantize};
 use pocket_kernels::GgmlType;
 
+mod common;
+use common::cache_dir;
+
 const MODELS: [&str; 2] = [
     "SmolLM2-135M-Instruct.Q4_1.gguf",
     "gemma-3-270m-q4_k_m.gguf",
 ];
-
-fn cache_dir() -> PathBuf {
-    match std::env::var_os("POCKET_CACHE") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let home = std::env::var_os("HOME").expect("HOME is not set");
-            Path::new(&home).join(".cache/pocket")
-        }
-    }
-}
 
 /// The oracle's Python and the cache, or a failure that says how to provide them.
 fn fixtures() -> (PathBuf, PathBuf) {

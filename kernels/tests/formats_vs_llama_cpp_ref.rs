@@ -9,20 +9,14 @@
 //! `$POCKET_CACHE/llama.cpp-build/ggml/src/libggml-base.a` (a CMake build of it);
 //! `POCKET_CACHE` defaults to `~/.cache/pocket`, `CC` to `cc`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use pocket_kernels::formats::quantize;
 use pocket_kernels::GgmlType;
 
-fn cache_dir() -> PathBuf {
-    match std::env::var_os("POCKET_CACHE") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            Path::new(&std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
-        }
-    }
-}
+mod common;
+use common::cache_dir;
 
 /// SplitMix64 and a Box-Muller normal: deterministic test data without dependencies.
 struct Rng(u64);

@@ -10,19 +10,8 @@ use pocket_kernels::matmul::{
 use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn f(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
+mod common;
+use common::{random_act, Rng};
 
 /// Random raw GGUF bytes. `share`: Q4_1 64-groups share (d, m) (MNN-Pocket style).
 fn random_tensor(ty: GgmlType, rows: usize, cols: usize, share: bool, rng: &mut Rng) -> Vec<u8> {
@@ -83,15 +72,6 @@ fn naive_row(ty: GgmlType, bytes: &[u8], r: usize, cols: usize) -> Vec<f64> {
         }
     }
     out
-}
-
-fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
-    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
-    // An all-zero block exercises d = 0.
-    if x.len() >= 64 {
-        x[32..64].iter_mut().for_each(|v| *v = 0.0);
-    }
-    x
 }
 
 /// Naive [tokens x rows] product and the matching Σ|w·a| magnitudes (for tolerances).
@@ -401,31 +381,9 @@ fn extreme_codes_do_not_saturate() {
                 }
             }
             let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
-            for sign in [1.0f32, -1.0] {
-                let x: Vec<f32> = (0..2 * cols)
-                    .map(|i| {
-                        if i < cols {
-                            sign
-                        } else {
-                            -sign * (i % 3) as f32
-                        }
-                    })
-                    .collect();
-                let act = QuantizedActivation::quantize(&x, 2);
-                let (y, mag) = naive(ty, &bytes, rows, cols, &act);
-                for isa in Isa::available() {
-                    let mut out = vec![0f32; 2 * rows];
-                    gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
-                    for i in 0..out.len() {
-                        assert!(
-                            (out[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
-                            "{ty:?} code {code:#x} sign {sign} {isa} at {i}: {} vs {}",
-                            out[i],
-                            y[i]
-                        );
-                    }
-                }
-            }
+            common::assert_extremes_do_not_saturate(ty, code, &w, rows, cols, |act| {
+                naive(ty, &bytes, rows, cols, act)
+            });
         }
     }
 }

@@ -13,22 +13,8 @@ use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn f(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    fn h(&mut self, lo: f32, hi: f32) -> [u8; 2] {
-        f16::from_f32(self.f(lo, hi)).to_bits().to_le_bytes()
-    }
-}
+mod common;
+use common::{random_act, Rng};
 
 const TYPES: [GgmlType; 5] = [
     GgmlType::Q4_K,
@@ -61,14 +47,6 @@ fn random_tensor(ty: GgmlType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u
         }
     }
     out
-}
-
-fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
-    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
-    if x.len() >= 64 {
-        x[32..64].iter_mut().for_each(|v| *v = 0.0);
-    }
-    x
 }
 
 /// Row `r` decoded by `formats::dequantize` (independent of the packing).
@@ -334,31 +312,9 @@ fn extreme_codes_do_not_saturate() {
                 }
             }
             let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
-            for sign in [1.0f32, -1.0] {
-                let x: Vec<f32> = (0..2 * cols)
-                    .map(|i| {
-                        if i < cols {
-                            sign
-                        } else {
-                            -sign * (i % 3) as f32
-                        }
-                    })
-                    .collect();
-                let act = QuantizedActivation::quantize(&x, 2);
-                let (y, mag) = naive(ty, &bytes, rows, cols, &act);
-                for isa in Isa::available() {
-                    let mut out = vec![0f32; 2 * rows];
-                    gemm(&w, &act, &mut out, rows, 0..w.panels(), isa);
-                    for i in 0..out.len() {
-                        assert!(
-                            (out[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
-                            "{ty:?} code {code:#x} sign {sign} {isa} at {i}: {} vs {}",
-                            out[i],
-                            y[i]
-                        );
-                    }
-                }
-            }
+            common::assert_extremes_do_not_saturate(ty, code, &w, rows, cols, |act| {
+                naive(ty, &bytes, rows, cols, act)
+            });
         }
     }
 }
@@ -441,10 +397,7 @@ fn gguf_tensors(data: &[u8]) -> Vec<(String, GgmlType, Vec<u64>, usize)> {
 }
 
 fn gemma_path() -> PathBuf {
-    let cache = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = cache.join("models/gemma-3-270m-q4_k_m.gguf");
+    let p = common::cache_dir().join("models/gemma-3-270m-q4_k_m.gguf");
     assert!(
         p.exists(),
         "{} is missing: run bash tests/fixtures.sh from the repository root",

@@ -202,56 +202,7 @@ impl Config {
                 attn_scale = 1.0 / ((n_embd / n_head) as f32).sqrt();
             }
         }
-        Ok(Self::build(
-            arch,
-            n_layer,
-            n_embd,
-            n_ff,
-            n_head,
-            n_head_kv,
-            head_dim,
-            n_vocab,
-            n_ctx_train,
-            eps,
-            rope_type,
-            n_rot,
-            rope_base,
-            rope_freq_scale,
-            rope_base_swa,
-            n_swa,
-            swa_layers,
-            embd_scale,
-            attn_scale,
-            final_logit_softcap,
-            ffn_act,
-        ))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn build(
-        arch: Arch,
-        n_layer: usize,
-        n_embd: usize,
-        n_ff: usize,
-        n_head: usize,
-        n_head_kv: usize,
-        head_dim: usize,
-        n_vocab: usize,
-        n_ctx_train: usize,
-        eps: f32,
-        rope_type: RopeType,
-        n_rot: usize,
-        rope_base: f32,
-        rope_freq_scale: f32,
-        rope_base_swa: f32,
-        n_swa: usize,
-        swa_layers: Vec<bool>,
-        embd_scale: f32,
-        attn_scale: f32,
-        final_logit_softcap: f32,
-        ffn_act: FfnAct,
-    ) -> Config {
-        Config {
+        Ok(Config {
             arch,
             n_layer,
             n_embd,
@@ -277,7 +228,7 @@ impl Config {
             qk_norm: matches!(arch, Arch::Qwen3 | Arch::Gemma3),
             post_norms: arch == Arch::Gemma3,
             qkv_bias: arch == Arch::Qwen2,
-        }
+        })
     }
 
     /// Width of the query projection (`n_head * head_dim`).

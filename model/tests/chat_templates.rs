@@ -4,27 +4,12 @@
 //! Fixtures come from `bash tests/fixtures.sh` (cache dir `$POCKET_CACHE`, default
 //! `~/.cache/pocket`); a missing one fails the test with that instruction.
 
-use std::path::PathBuf;
-
 use pocket_model::chat::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
 use pocket_model::gguf::GgufFile;
 use pocket_model::tokenizer::Tokenizer;
 
-fn fixture(rel: &str) -> PathBuf {
-    let dir = match std::env::var_os("POCKET_CACHE") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
-        }
-    };
-    let p = dir.join(rel);
-    assert!(
-        p.exists(),
-        "missing fixture {}: run `bash tests/fixtures.sh` first",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::fixture;
 
 fn template(model: &str, override_: Option<&str>) -> ChatTemplate {
     let g = GgufFile::open(fixture(model)).unwrap();

@@ -12,18 +12,8 @@ use pocket_model::gguf::GgufFile;
 use pocket_model::perplexity::perplexity_with;
 use pocket_model::{KvType, LoadOptions, Model, Session, SessionOptions};
 
-fn model_path(name: &str) -> PathBuf {
-    let base = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = base.join("models").join(name);
-    assert!(
-        p.exists(),
-        "fixture {} is missing: run bash tests/fixtures.sh",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::fixture;
 
 fn opts(ty: KvType) -> SessionOptions {
     SessionOptions {
@@ -55,7 +45,9 @@ fn turns(file: &GgufFile, m: &Model) -> (Vec<u32>, Vec<u32>) {
 }
 
 fn check_reuse(name: &str, ty: KvType) {
-    let file: &'static GgufFile = Box::leak(Box::new(GgufFile::open(model_path(name)).unwrap()));
+    let file: &'static GgufFile = Box::leak(Box::new(
+        GgufFile::open(fixture(&format!("models/{name}"))).unwrap(),
+    ));
     let m = Model::from_gguf(file, LoadOptions::default()).unwrap();
     let (one, two) = turns(file, &m);
 
@@ -132,7 +124,7 @@ fn text() -> String {
 }
 
 fn check_ppl(name: &str) {
-    let m = Model::load(model_path(name)).unwrap();
+    let m = Model::load(fixture(&format!("models/{name}"))).unwrap();
     let text = text();
     let ppl = |k: KvType, v: KvType| {
         let o = SessionOptions {

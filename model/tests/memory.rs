@@ -6,7 +6,8 @@
 #![cfg(target_os = "linux")]
 
 use pocket_model::{LoadOptions, Model, Session, SessionOptions};
-use std::path::PathBuf;
+
+mod common;
 
 /// `RssFile` of this process in bytes: resident pages of file mappings.
 fn rss_file() -> u64 {
@@ -18,11 +19,7 @@ fn rss_file() -> u64 {
 
 #[test]
 fn packed_tensors_and_embedding_lookups_leave_the_map_nonresident() {
-    let base = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let path = base.join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(path.exists(), "fixture missing: run bash tests/fixtures.sh");
+    let path = common::fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     let file_len = std::fs::metadata(&path).unwrap().len();
     let tokens: Vec<u32> = (0..256u32).map(|i| (i * 7919) % 49_000).collect();
 

@@ -14,11 +14,8 @@ use pocket_model::sample_basic::argmax;
 use pocket_model::tokenizer::StreamDecoder;
 use pocket_model::{perplexity::perplexity, LoadOptions, Model, Numerics, Session, SessionOptions};
 
-fn cache() -> PathBuf {
-    std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"))
-}
+mod common;
+use common::cache_dir;
 
 fn need(p: PathBuf) -> PathBuf {
     assert!(
@@ -30,11 +27,11 @@ fn need(p: PathBuf) -> PathBuf {
 }
 
 fn model(name: &str) -> PathBuf {
-    need(cache().join("models").join(name))
+    need(cache_dir().join("models").join(name))
 }
 
 fn bin(name: &str) -> PathBuf {
-    need(cache().join("llama.cpp-build/bin").join(name))
+    need(cache_dir().join("llama.cpp-build/bin").join(name))
 }
 
 fn text_path() -> PathBuf {
@@ -113,7 +110,7 @@ fn perplexity_gemma3_within_1_percent_of_llama_cpp() {
 fn perplexity_synthetic_mnn_pocket_within_1_percent_of_llama_cpp() {
     use pocket_model::gguf::GgufFile;
     use pocket_model::synth::{self, BaseVocab, SynthType};
-    let base = need(cache().join("llama.cpp/models/ggml-vocab-qwen2.gguf"));
+    let base = need(cache_dir().join("llama.cpp/models/ggml-vocab-qwen2.gguf"));
     let base = BaseVocab::from_gguf(&GgufFile::open(&base).unwrap()).unwrap();
     let dir = std::env::temp_dir().join(format!("pocket-parity-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

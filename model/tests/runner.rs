@@ -6,20 +6,9 @@ use pocket_model::gguf::{Gguf, GgufWriter, MetaValue};
 use pocket_model::{
     config::ConfigError, weights, Config, Model, ModelError, Session, SessionOptions,
 };
-use std::path::PathBuf;
 
-fn fixture(name: &str) -> PathBuf {
-    let base = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = base.join("models").join(name);
-    assert!(
-        p.exists(),
-        "fixture {} is missing: run bash tests/fixtures.sh",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::fixture;
 
 fn tiny(arch: &str, with_tensors: bool, bad_shape: bool) -> Gguf<Vec<u8>> {
     let mut w = GgufWriter::new();
@@ -86,7 +75,7 @@ fn missing_and_misshapen_tensors_are_named() {
 
 #[test]
 fn gemma3_config_from_the_fixture() {
-    let m = Model::load(fixture("gemma-3-270m-q4_k_m.gguf")).unwrap();
+    let m = Model::load(fixture("models/gemma-3-270m-q4_k_m.gguf")).unwrap();
     let c = &m.config;
     assert_eq!(
         (c.n_layer, c.head_dim, c.n_head, c.n_head_kv),
@@ -107,7 +96,7 @@ fn max_rel_diff(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn prefill_equals_token_by_token_decode_and_overflow_is_an_error() {
-    let m = Model::load(fixture("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    let m = Model::load(fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
     let toks = m
         .tokenizer
         .encode("The quick brown fox jumps over the lazy dog", true, false);

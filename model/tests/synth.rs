@@ -4,7 +4,6 @@
 //! Needs `$POCKET_CACHE/llama.cpp/models/ggml-vocab-qwen2.gguf` (`bash tests/fixtures.sh`)
 //! and llama.cpp's `llama-simple` (`bash compare/provision-llama.sh`).
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use pocket_kernels::GgmlType;
@@ -13,20 +12,11 @@ use pocket_model::synth::{self, Arch, BaseVocab, Preset, SynthType};
 use pocket_model::tokenizer::Tokenizer;
 use sha2::{Digest, Sha256};
 
-fn cache() -> PathBuf {
-    match std::env::var_os("POCKET_CACHE") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/pocket"),
-    }
-}
+mod common;
+use common::{cache_dir, fixture};
 
 fn base_vocab() -> BaseVocab {
-    let p = cache().join("llama.cpp/models/ggml-vocab-qwen2.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run `bash tests/fixtures.sh`",
-        p.display()
-    );
+    let p = fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
     BaseVocab::from_gguf(&GgufFile::open(&p).unwrap()).unwrap()
 }
 
@@ -303,7 +293,7 @@ fn shape_errors_are_clear() {
 /// llama.cpp loads and runs a tiny model of each architecture.
 #[test]
 fn llama_cpp_runs_tiny_models() {
-    let bin = cache().join("llama.cpp-build/bin/llama-simple");
+    let bin = cache_dir().join("llama.cpp-build/bin/llama-simple");
     assert!(
         bin.exists(),
         "{} is missing: run `bash compare/provision-llama.sh`",
@@ -338,7 +328,7 @@ fn llama_cpp_runs_tiny_models() {
 /// picks from an F16 file of the same shape.
 #[test]
 fn q4_k_m_types_match_llama_quantize() {
-    let bin = cache().join("llama.cpp-build/bin/llama-quantize");
+    let bin = cache_dir().join("llama.cpp-build/bin/llama-quantize");
     assert!(
         bin.exists(),
         "{} is missing: run `bash compare/provision-llama.sh`",

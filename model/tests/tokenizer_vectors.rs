@@ -11,24 +11,8 @@ use std::time::Instant;
 use pocket_model::gguf::GgufFile;
 use pocket_model::tokenizer::Tokenizer;
 
-fn cache_dir() -> PathBuf {
-    match std::env::var_os("POCKET_CACHE") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
-        }
-    }
-}
-
-fn fixture(rel: &str) -> PathBuf {
-    let p = cache_dir().join(rel);
-    assert!(
-        p.exists(),
-        "missing fixture {}: run `bash tests/fixtures.sh` first",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::{cache_dir, fixture};
 
 fn load(path: &Path) -> Tokenizer {
     let g = GgufFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

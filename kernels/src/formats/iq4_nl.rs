@@ -59,8 +59,10 @@ pub fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_0, test_util::*};
+    use super::super::test_util::*;
     use super::*;
+
+    const IQ4_NL: Codec<BlockIq4Nl> = Codec::decode_only(QK4_NL, dequantize_row);
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -74,14 +76,8 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(19);
-        let n = QK4_NL * 40;
-        let w = random_blocks::<BlockIq4Nl>(&mut rng, n / QK4_NL, |b, r| b.d = r.scale_f16());
-        let mut a = vec![BlockQ8_0::zeroed(); n / QK4_NL];
-        q8_0::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_0::dequantize_row(&a, &mut af);
+        let fix = |b: &mut BlockIq4Nl, r: &mut Rng| b.d = r.scale_f16();
+        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(19), 40, &IQ4_NL, fix, &Q8_0);
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 }

@@ -1,6 +1,11 @@
 //! Pieces shared by the K-quant formats (super-blocks of [`QK_K`] elements): the packed
-//! 6-bit scale/min layout of Q4_K and Q5_K, and llama.cpp's scale-search helpers from
+//! 6-bit scale/min layout of Q4_K and Q5_K with the decode, fit and dot product the two
+//! formats have in common, and llama.cpp's scale-search helpers from
 //! `ggml-quants.c`, transcribed operation for operation so quantized bytes match.
+
+use half::f16;
+
+use super::q8_k::BlockQ8K;
 
 /// Elements per K-quant super-block.
 pub const QK_K: usize = 256;
@@ -44,6 +49,98 @@ pub(crate) fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
         }
     }
     q
+}
+
+/// One Q4_K/Q5_K super-block decoded from its 256 codes (the two formats differ only in
+/// where a code's bits are stored): element `l` of sub-block `s` is
+/// `d*sc[s] * q - dmin*m[s]`, as `dequantize_row_q4_K`/`_q5_K`.
+pub(crate) fn dequantize_k4(d: f16, dmin: f16, scales: &[u8; 12], q: &[u8; QK_K], y: &mut [f32]) {
+    let (d, min) = (d.to_f32(), dmin.to_f32());
+    for s in 0..8 {
+        let (sc, m) = scale_min_k4(s, scales);
+        let (dl, ml) = (d * sc as f32, min * m as f32);
+        for l in 32 * s..32 * s + 32 {
+            y[l] = dl * q[l] as f32 - ml;
+        }
+    }
+}
+
+/// The shared part of `quantize_row_q4_K_ref`/`_q5_K_ref` for one super-block `xb`: per
+/// sub-block an asymmetric fit with codes `0..=nmax` weighted by `sqrt(mean x²) + |x|`
+/// (`make_qkx2_quants(nmax, .., rmin, 0.1, nstep)`), the scales and mins quantized to
+/// 6 bits against their maxima, then every element re-quantized with the rounded
+/// scales. Returns `(d, dmin, packed scales, codes)`; the caller packs the codes.
+pub(crate) fn quantize_k4(
+    xb: &[f32],
+    nmax: i32,
+    rmin: f32,
+    nstep: i32,
+) -> (f16, f16, [u8; 12], [u8; QK_K]) {
+    let mut l = [0u8; QK_K];
+    let mut scales = [0.0f32; 8];
+    let mut mins = [0.0f32; 8];
+    let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
+    for j in 0..8 {
+        let xs = &xb[32 * j..32 * j + 32];
+        let sum_x2 = xs.iter().fold(0.0f32, |s, v| s + v * v);
+        let av_x = (sum_x2 / 32.0).sqrt();
+        let weights: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
+        let l_sub = &mut l[32 * j..32 * j + 32];
+        (scales[j], mins[j]) = make_qkx2_quants(nmax, xs, &weights, l_sub, rmin, 0.1, nstep, false);
+        if scales[j] > max_scale {
+            max_scale = scales[j];
+        }
+        if mins[j] > max_min {
+            max_min = mins[j];
+        }
+    }
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    // ggml stores nearest_int into a uint8_t (wrapping) before MIN(63, ·).
+    let ls: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
+    let lm: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
+    let packed = pack_scale_min_k4(&ls, &lm);
+    let d = f16::from_f32(max_scale / 63.0);
+    let dmin = f16::from_f32(max_min / 63.0);
+
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, &packed);
+        let dl = d.to_f32() * sc as f32;
+        if dl == 0.0 {
+            continue;
+        }
+        let dm = dmin.to_f32() * m as f32;
+        for ii in 32 * j..32 * j + 32 {
+            l[ii] = nearest_int((xb[ii] + dm) / dl).clamp(0, nmax) as u8;
+        }
+    }
+    (d, dmin, packed, l)
+}
+
+/// One super-block of the Q4_K/Q5_K scalar dot product with Q8_K activations: an exact
+/// integer sum `Σ_s sc[s] * Σ q*q8` scaled by `d*d8`, minus the mins applied through
+/// `bsums` (`Σ_k bsums[k] * m[k/2]`) scaled by `dmin*d8`.
+pub(crate) fn vec_dot_k4(
+    d: f16,
+    dmin: f16,
+    scales: &[u8; 12],
+    q: &[u8; QK_K],
+    y: &BlockQ8K,
+) -> f32 {
+    let (mut isum, mut msum) = (0i32, 0i32);
+    for s in 0..8 {
+        let (sc, m) = scale_min_k4(s, scales);
+        let dot: i32 = (32 * s..32 * s + 32)
+            .map(|l| q[l] as i32 * y.qs[l] as i32)
+            .sum();
+        isum += sc as i32 * dot;
+        msum += m as i32 * (y.bsums[2 * s] as i32 + y.bsums[2 * s + 1] as i32);
+    }
+    d.to_f32() * y.d * isum as f32 - dmin.to_f32() * y.d * msum as f32
 }
 
 /// ggml's `make_qkx2_quants`: an asymmetric fit `x ≈ scale*L + min` with `L` in

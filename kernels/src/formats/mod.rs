@@ -83,32 +83,32 @@ impl std::error::Error for FormatError {}
 pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
     use GgmlType as T;
     let (unit, per) = (ty.type_size(), ty.block_size());
-    let supported = matches!(
-        ty,
-        T::F32
-            | T::F16
-            | T::BF16
-            | T::Q4_0
-            | T::Q4_1
-            | T::Q5_0
-            | T::Q5_1
-            | T::Q8_0
-            | T::Q8_1
-            | T::Q2_K
-            | T::Q3_K
-            | T::Q4_K
-            | T::Q5_K
-            | T::Q6_K
-            | T::Q8_K
-            | T::IQ4_NL
-            | T::IQ4_XS
-    );
-    if !supported {
-        return Err(FormatError::Unsupported {
-            ty,
-            op: "dequantize",
-        });
-    }
+    // The supported types are the arms; the row functions run after the size checks.
+    let decode: fn(&[u8], &mut [f32]) = match ty {
+        T::F32 => |bytes, out| with_blocks(bytes, |x: &[f32]| out.copy_from_slice(x)),
+        T::F16 => |bytes, out| with_blocks(bytes, |x| f16::f16_to_f32_row(x, out)),
+        T::BF16 => |bytes, out| with_blocks(bytes, |x| f16::bf16_to_f32_row(x, out)),
+        T::Q4_0 => |bytes, out| with_blocks(bytes, |b| q4_0::dequantize_row(b, out)),
+        T::Q4_1 => |bytes, out| with_blocks(bytes, |b| q4_1::dequantize_row(b, out)),
+        T::Q5_0 => |bytes, out| with_blocks(bytes, |b| q5_0::dequantize_row(b, out)),
+        T::Q5_1 => |bytes, out| with_blocks(bytes, |b| q5_1::dequantize_row(b, out)),
+        T::Q8_0 => |bytes, out| with_blocks(bytes, |b| q8_0::dequantize_row(b, out)),
+        T::Q8_1 => |bytes, out| with_blocks(bytes, |b| q8_1::dequantize_row(b, out)),
+        T::Q2_K => |bytes, out| with_blocks(bytes, |b| q2_k::dequantize_row(b, out)),
+        T::Q3_K => |bytes, out| with_blocks(bytes, |b| q3_k::dequantize_row(b, out)),
+        T::Q4_K => |bytes, out| with_blocks(bytes, |b| q4_k::dequantize_row(b, out)),
+        T::Q5_K => |bytes, out| with_blocks(bytes, |b| q5_k::dequantize_row(b, out)),
+        T::Q6_K => |bytes, out| with_blocks(bytes, |b| q6_k::dequantize_row(b, out)),
+        T::Q8_K => |bytes, out| with_blocks(bytes, |b| q8_k::dequantize_row(b, out)),
+        T::IQ4_NL => |bytes, out| with_blocks(bytes, |b| iq4_nl::dequantize_row(b, out)),
+        T::IQ4_XS => |bytes, out| with_blocks(bytes, |b| iq4_xs::dequantize_row(b, out)),
+        _ => {
+            return Err(FormatError::Unsupported {
+                ty,
+                op: "dequantize",
+            })
+        }
+    };
     if bytes.len() % unit != 0 {
         return Err(FormatError::PartialBlock {
             ty,
@@ -125,26 +125,7 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), For
             got: out.len(),
         });
     }
-    match ty {
-        T::F32 => with_blocks(bytes, |x: &[f32]| out.copy_from_slice(x)),
-        T::F16 => with_blocks(bytes, |x| f16::f16_to_f32_row(x, out)),
-        T::BF16 => with_blocks(bytes, |x| f16::bf16_to_f32_row(x, out)),
-        T::Q4_0 => with_blocks(bytes, |b| q4_0::dequantize_row(b, out)),
-        T::Q4_1 => with_blocks(bytes, |b| q4_1::dequantize_row(b, out)),
-        T::Q5_0 => with_blocks(bytes, |b| q5_0::dequantize_row(b, out)),
-        T::Q5_1 => with_blocks(bytes, |b| q5_1::dequantize_row(b, out)),
-        T::Q8_0 => with_blocks(bytes, |b| q8_0::dequantize_row(b, out)),
-        T::Q8_1 => with_blocks(bytes, |b| q8_1::dequantize_row(b, out)),
-        T::Q2_K => with_blocks(bytes, |b| q2_k::dequantize_row(b, out)),
-        T::Q3_K => with_blocks(bytes, |b| q3_k::dequantize_row(b, out)),
-        T::Q4_K => with_blocks(bytes, |b| q4_k::dequantize_row(b, out)),
-        T::Q5_K => with_blocks(bytes, |b| q5_k::dequantize_row(b, out)),
-        T::Q6_K => with_blocks(bytes, |b| q6_k::dequantize_row(b, out)),
-        T::Q8_K => with_blocks(bytes, |b| q8_k::dequantize_row(b, out)),
-        T::IQ4_NL => with_blocks(bytes, |b| iq4_nl::dequantize_row(b, out)),
-        T::IQ4_XS => with_blocks(bytes, |b| iq4_xs::dequantize_row(b, out)),
-        _ => unreachable!("checked by `supported` above"),
-    }
+    decode(bytes, out);
     Ok(())
 }
 
@@ -153,25 +134,23 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), For
 pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), FormatError> {
     use GgmlType as T;
     let per = ty.block_size();
-    let supported = matches!(
-        ty,
-        T::F32
-            | T::F16
-            | T::BF16
-            | T::Q4_0
-            | T::Q4_1
-            | T::Q5_0
-            | T::Q5_1
-            | T::Q8_0
-            | T::Q8_1
-            | T::Q4_K
-            | T::Q5_K
-            | T::Q6_K
-            | T::Q8_K
-    );
-    if !supported {
-        return Err(FormatError::Unsupported { ty, op: "quantize" });
-    }
+    // The supported types are the arms; the quantizers run after the size check.
+    let encode: fn(&[f32], usize, &mut Vec<u8>) = match ty {
+        T::F32 => |x, _, out| out.extend_from_slice(bytemuck::cast_slice(x)),
+        T::F16 => |x, per, out| append_blocks(x, per, out, f16::f32_to_f16_row),
+        T::BF16 => |x, per, out| append_blocks(x, per, out, f16::f32_to_bf16_row),
+        T::Q4_0 => |x, per, out| append_blocks(x, per, out, q4_0::quantize_row),
+        T::Q4_1 => |x, per, out| append_blocks(x, per, out, q4_1::quantize_row),
+        T::Q5_0 => |x, per, out| append_blocks(x, per, out, q5_0::quantize_row),
+        T::Q5_1 => |x, per, out| append_blocks(x, per, out, q5_1::quantize_row),
+        T::Q8_0 => |x, per, out| append_blocks(x, per, out, q8_0::quantize_row),
+        T::Q8_1 => |x, per, out| append_blocks(x, per, out, q8_1::quantize_row),
+        T::Q4_K => |x, per, out| append_blocks(x, per, out, q4_k::quantize_row),
+        T::Q5_K => |x, per, out| append_blocks(x, per, out, q5_k::quantize_row),
+        T::Q6_K => |x, per, out| append_blocks(x, per, out, q6_k::quantize_row),
+        T::Q8_K => |x, per, out| append_blocks(x, per, out, q8_k::quantize_row),
+        _ => return Err(FormatError::Unsupported { ty, op: "quantize" }),
+    };
     if x.len() % per != 0 {
         return Err(FormatError::PartialBlock {
             ty,
@@ -180,22 +159,7 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), Format
             what: "elements",
         });
     }
-    match ty {
-        T::F32 => out.extend_from_slice(bytemuck::cast_slice(x)),
-        T::F16 => append_blocks(x, per, out, f16::f32_to_f16_row),
-        T::BF16 => append_blocks(x, per, out, f16::f32_to_bf16_row),
-        T::Q4_0 => append_blocks(x, per, out, q4_0::quantize_row),
-        T::Q4_1 => append_blocks(x, per, out, q4_1::quantize_row),
-        T::Q5_0 => append_blocks(x, per, out, q5_0::quantize_row),
-        T::Q5_1 => append_blocks(x, per, out, q5_1::quantize_row),
-        T::Q8_0 => append_blocks(x, per, out, q8_0::quantize_row),
-        T::Q8_1 => append_blocks(x, per, out, q8_1::quantize_row),
-        T::Q4_K => append_blocks(x, per, out, q4_k::quantize_row),
-        T::Q5_K => append_blocks(x, per, out, q5_k::quantize_row),
-        T::Q6_K => append_blocks(x, per, out, q6_k::quantize_row),
-        T::Q8_K => append_blocks(x, per, out, q8_k::quantize_row),
-        _ => unreachable!("checked by `supported` above"),
-    }
+    encode(x, per, out);
     Ok(())
 }
 

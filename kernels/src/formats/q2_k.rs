@@ -76,8 +76,10 @@ pub fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_k, test_util::*};
+    use super::super::test_util::*;
     use super::*;
+
+    const Q2_K: Codec<BlockQ2K> = Codec::decode_only(QK_K, dequantize_row);
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -96,17 +98,11 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(17);
-        let n = QK_K * 8;
-        let w = random_blocks::<BlockQ2K>(&mut rng, n / QK_K, |b, r| {
+        let fix = |b: &mut BlockQ2K, r: &mut Rng| {
             b.d = r.scale_f16();
             b.dmin = r.scale_f16();
-        });
-        let mut a = vec![BlockQ8K::zeroed(); n / QK_K];
-        q8_k::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_k::dequantize_row(&a, &mut af);
+        };
+        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(17), 8, &Q2_K, fix, &Q8_K);
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 }

@@ -87,8 +87,10 @@ pub fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_k, test_util::*};
+    use super::super::test_util::*;
     use super::*;
+
+    const Q3_K: Codec<BlockQ3K> = Codec::decode_only(QK_K, dequantize_row);
 
     #[test]
     fn unpacks_every_scale_position() {
@@ -125,14 +127,8 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(18);
-        let n = QK_K * 8;
-        let w = random_blocks::<BlockQ3K>(&mut rng, n / QK_K, |b, r| b.d = r.scale_f16());
-        let mut a = vec![BlockQ8K::zeroed(); n / QK_K];
-        q8_k::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_k::dequantize_row(&a, &mut af);
+        let fix = |b: &mut BlockQ3K, r: &mut Rng| b.d = r.scale_f16();
+        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(18), 8, &Q3_K, fix, &Q8_K);
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 }

@@ -39,15 +39,7 @@ pub fn dequantize_row(blocks: &[BlockQ4_0], out: &mut [f32]) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ4_0]) {
     assert_eq!(x.len(), out.len() * QK4_0);
     for (xb, b) in x.chunks_exact(QK4_0).zip(out.iter_mut()) {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -8.0;
+        let d = max_by_magnitude(xb) / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         b.d = f16::from_f32(d);
         // ggml converts through int8_t: truncation toward zero, then MIN(15, ·).
@@ -56,6 +48,21 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ4_0]) {
             b.qs[j] = code(xb[j]) | code(xb[j + QK4_0 / 2]) << 4;
         }
     }
+}
+
+/// The element of largest magnitude (the first of equals; 0 for an empty or all-zero
+/// block), with ggml's comparison (`amax < |v|`) so NaN inputs are skipped the same way.
+/// Shared with Q5_0.
+pub(crate) fn max_by_magnitude(xb: &[f32]) -> f32 {
+    let mut amax = 0.0f32;
+    let mut max = 0.0f32;
+    for &v in xb {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    max
 }
 
 /// Scalar reference dot product of Q4_0 weights with Q8_0 activations
@@ -77,16 +84,14 @@ pub fn vec_dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_0, test_util::*};
+    use super::super::test_util::*;
     use super::*;
 
-    fn round_trip(x: &[f32]) -> Vec<f32> {
-        let mut q = vec![BlockQ4_0::zeroed(); x.len() / QK4_0];
-        quantize_row(x, &mut q);
-        let mut y = vec![0.0; x.len()];
-        dequantize_row(&q, &mut y);
-        y
-    }
+    const Q4_0: Codec<BlockQ4_0> = Codec {
+        qk: QK4_0,
+        quantize_row,
+        dequantize_row,
+    };
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -104,53 +109,29 @@ mod tests {
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let err = array_rmse(&x, &round_trip(&x));
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q4_0.assert_round_trip_within_llama_cpp_bound();
     }
 
     #[test]
     fn random_round_trip_error_is_at_most_one_step() {
-        let mut rng = Rng::new(1);
-        let x = rng.vec(QK4_0 * 64, 3.0);
-        let y = round_trip(&x);
-        for (xb, yb) in x.chunks(QK4_0).zip(y.chunks(QK4_0)) {
-            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let step = amax / 8.0 * 1.001;
-            for (a, b) in xb.iter().zip(yb) {
-                assert!((a - b).abs() <= step, "{a} -> {b}, step {step}");
-            }
-        }
+        let x = Rng::new(1).vec(QK4_0 * 64, 3.0);
+        Q4_0.assert_round_trip_within(&x, |xb| amax(xb) / 8.0 * 1.001);
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(2);
-        let n = QK4_0 * 40;
-        let w = random_blocks::<BlockQ4_0>(&mut rng, n / QK4_0, |b, r| b.d = r.scale_f16());
-        let mut a = vec![BlockQ8_0::zeroed(); n / QK4_0];
-        q8_0::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_0::dequantize_row(&a, &mut af);
+        let (w, a, wf, af) = random_dot_operands(
+            &mut Rng::new(2),
+            40,
+            &Q4_0,
+            |b, r| b.d = r.scale_f16(),
+            &Q8_0,
+        );
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 
     #[test]
     fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let y = generate_data(1.0, TEST_SIZE, 2.0);
-        let mut w = vec![BlockQ4_0::zeroed(); TEST_SIZE / QK4_0];
-        let mut a = vec![BlockQ8_0::zeroed(); TEST_SIZE / QK4_0];
-        quantize_row(&x, &mut w);
-        q8_0::quantize_row(&y, &mut a);
-        let got = vec_dot(&w, &a);
-        assert_dot_close(
-            got,
-            dot_f64(&x, &y),
-            TEST_SIZE,
-            MAX_DOT_PRODUCT_ERROR,
-            "q4_0",
-        );
+        assert_vec_dot_within_llama_cpp_bound(&Q4_0, &Q8_0, vec_dot, "q4_0");
     }
 }

@@ -10,7 +10,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::kquant::{make_qkx2_quants, nearest_int, pack_scale_min_k4, scale_min_k4, QK_K};
+use super::kquant::{dequantize_k4, quantize_k4, vec_dot_k4, QK_K};
 use super::q8_k::BlockQ8K;
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
@@ -41,15 +41,7 @@ fn codes(b: &BlockQ4K) -> [u8; QK_K] {
 pub fn dequantize_row(blocks: &[BlockQ4K], out: &mut [f32]) {
     assert_eq!(out.len(), blocks.len() * QK_K);
     for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
-        let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
-        let q = codes(b);
-        for s in 0..8 {
-            let (sc, m) = scale_min_k4(s, &b.scales);
-            let (dl, ml) = (d * sc as f32, min * m as f32);
-            for l in 32 * s..32 * s + 32 {
-                y[l] = dl * q[l] as f32 - ml;
-            }
-        }
+        dequantize_k4(b.d, b.dmin, &b.scales, &codes(b), y);
     }
 }
 
@@ -59,49 +51,8 @@ pub fn dequantize_row(blocks: &[BlockQ4K], out: &mut [f32]) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ4K]) {
     assert_eq!(x.len(), out.len() * QK_K);
     for (xb, b) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
-        let mut l = [0u8; QK_K];
-        let mut scales = [0.0f32; 8];
-        let mut mins = [0.0f32; 8];
-        let (mut max_scale, mut max_min) = (0.0f32, 0.0f32);
-        for j in 0..8 {
-            let xs = &xb[32 * j..32 * j + 32];
-            let sum_x2 = xs.iter().fold(0.0f32, |s, v| s + v * v);
-            let av_x = (sum_x2 / 32.0).sqrt();
-            let weights: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
-            let l_sub = &mut l[32 * j..32 * j + 32];
-            (scales[j], mins[j]) = make_qkx2_quants(15, xs, &weights, l_sub, -1.0, 0.1, 20, false);
-            if scales[j] > max_scale {
-                max_scale = scales[j];
-            }
-            if mins[j] > max_min {
-                max_min = mins[j];
-            }
-        }
-        let inv_scale = if max_scale > 0.0 {
-            63.0 / max_scale
-        } else {
-            0.0
-        };
-        let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
-        // ggml stores nearest_int into a uint8_t (wrapping) before MIN(63, ·).
-        let ls: [u8; 8] =
-            std::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
-        let lm: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
-        b.scales = pack_scale_min_k4(&ls, &lm);
-        b.d = f16::from_f32(max_scale / 63.0);
-        b.dmin = f16::from_f32(max_min / 63.0);
-
-        for j in 0..8 {
-            let (sc, m) = scale_min_k4(j, &b.scales);
-            let d = b.d.to_f32() * sc as f32;
-            if d == 0.0 {
-                continue;
-            }
-            let dm = b.dmin.to_f32() * m as f32;
-            for ii in 32 * j..32 * j + 32 {
-                l[ii] = nearest_int((xb[ii] + dm) / d).clamp(0, 15) as u8;
-            }
-        }
+        let (d, dmin, scales, l) = quantize_k4(xb, 15, -1.0, 20);
+        (b.d, b.dmin, b.scales) = (d, dmin, scales);
         for (i, group) in b.qs.chunks_exact_mut(32).enumerate() {
             for (k, byte) in group.iter_mut().enumerate() {
                 *byte = l[64 * i + k] | (l[64 * i + 32 + k] << 4);
@@ -117,31 +68,22 @@ pub fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len());
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
-        let q = codes(x);
-        let (mut isum, mut msum) = (0i32, 0i32);
-        for s in 0..8 {
-            let (sc, m) = scale_min_k4(s, &x.scales);
-            let dot: i32 = (32 * s..32 * s + 32)
-                .map(|l| q[l] as i32 * y.qs[l] as i32)
-                .sum();
-            isum += sc as i32 * dot;
-            msum += m as i32 * (y.bsums[2 * s] as i32 + y.bsums[2 * s + 1] as i32);
-        }
-        sumf += x.d.to_f32() * y.d * isum as f32 - x.dmin.to_f32() * y.d * msum as f32;
+        sumf += vec_dot_k4(x.d, x.dmin, &x.scales, &codes(x), y);
     }
     sumf
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_k, test_util::*};
+    use super::super::kquant::pack_scale_min_k4;
+    use super::super::test_util::*;
     use super::*;
 
-    fn quantize(x: &[f32]) -> Vec<BlockQ4K> {
-        let mut q = vec![BlockQ4K::zeroed(); x.len() / QK_K];
-        quantize_row(x, &mut q);
-        q
-    }
+    const Q4_K: Codec<BlockQ4K> = Codec {
+        qk: QK_K,
+        quantize_row,
+        dequantize_row,
+    };
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -163,55 +105,29 @@ mod tests {
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&quantize(&x), &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q4_K.assert_round_trip_within_llama_cpp_bound();
     }
 
     #[test]
     fn random_round_trip_error_is_small() {
-        let mut rng = Rng::new(11);
-        let x = rng.vec(QK_K * 16, 1.0);
-        let mut y = vec![0.0; x.len()];
-        dequantize_row(&quantize(&x), &mut y);
+        let x = Rng::new(11).vec(QK_K * 16, 1.0);
         // 16 levels over a range of 2: one step is 2/15; allow it (scales are rounded).
-        for (a, b) in x.iter().zip(&y) {
-            assert!((a - b).abs() <= 2.0 / 15.0, "{a} -> {b}");
-        }
+        let y = Q4_K.assert_round_trip_within(&x, |_| 2.0 / 15.0);
         assert!(array_rmse(&x, &y) < MAX_QUANTIZATION_TOTAL_ERROR);
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(12);
-        let n = QK_K * 8;
-        let w = random_blocks::<BlockQ4K>(&mut rng, n / QK_K, |b, r| {
+        let fix = |b: &mut BlockQ4K, r: &mut Rng| {
             b.d = r.scale_f16();
             b.dmin = r.scale_f16();
-        });
-        let mut a = vec![BlockQ8K::zeroed(); n / QK_K];
-        q8_k::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_k::dequantize_row(&a, &mut af);
+        };
+        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(12), 8, &Q4_K, fix, &Q8_K);
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 
     #[test]
     fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let y = generate_data(1.0, TEST_SIZE, 2.0);
-        let mut a = vec![BlockQ8K::zeroed(); TEST_SIZE / QK_K];
-        q8_k::quantize_row(&y, &mut a);
-        let got = vec_dot(&quantize(&x), &a);
-        assert_dot_close(
-            got,
-            dot_f64(&x, &y),
-            TEST_SIZE,
-            MAX_DOT_PRODUCT_ERROR,
-            "q4_k",
-        );
+        assert_vec_dot_within_llama_cpp_bound(&Q4_K, &Q8_K, vec_dot, "q4_k");
     }
 }

@@ -8,6 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::q4_0::max_by_magnitude;
 use super::q8_0::BlockQ8_0;
 
 /// Elements per block.
@@ -65,15 +66,7 @@ pub fn dequantize_row(blocks: &[BlockQ5_0], out: &mut [f32]) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ5_0]) {
     assert_eq!(x.len(), out.len() * QK5_0);
     for (xb, b) in x.chunks_exact(QK5_0).zip(out.iter_mut()) {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in xb {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -16.0;
+        let d = max_by_magnitude(xb) / -16.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         b.d = f16::from_f32(d);
         let mut q = [0u8; 32];
@@ -102,14 +95,14 @@ pub fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_0, test_util::*};
+    use super::super::test_util::*;
     use super::*;
 
-    fn quantize(x: &[f32]) -> Vec<BlockQ5_0> {
-        let mut q = vec![BlockQ5_0::zeroed(); x.len() / QK5_0];
-        quantize_row(x, &mut q);
-        q
-    }
+    const Q5_0: Codec<BlockQ5_0> = Codec {
+        qk: QK5_0,
+        quantize_row,
+        dequantize_row,
+    };
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -131,54 +124,29 @@ mod tests {
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&quantize(&x), &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q5_0.assert_round_trip_within_llama_cpp_bound();
     }
 
     #[test]
     fn random_round_trip_error_is_at_most_one_step() {
-        let mut rng = Rng::new(8);
-        let x = rng.vec(QK5_0 * 64, 3.0);
-        let mut y = vec![0.0; x.len()];
-        dequantize_row(&quantize(&x), &mut y);
-        for (xb, yb) in x.chunks(QK5_0).zip(y.chunks(QK5_0)) {
-            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let step = amax / 16.0 * 1.001;
-            for (a, b) in xb.iter().zip(yb) {
-                assert!((a - b).abs() <= step, "{a} -> {b}, step {step}");
-            }
-        }
+        let x = Rng::new(8).vec(QK5_0 * 64, 3.0);
+        Q5_0.assert_round_trip_within(&x, |xb| amax(xb) / 16.0 * 1.001);
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(9);
-        let n = QK5_0 * 40;
-        let w = random_blocks::<BlockQ5_0>(&mut rng, n / QK5_0, |b, r| b.d = r.scale_f16());
-        let mut a = vec![BlockQ8_0::zeroed(); n / QK5_0];
-        q8_0::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_0::dequantize_row(&a, &mut af);
+        let (w, a, wf, af) = random_dot_operands(
+            &mut Rng::new(9),
+            40,
+            &Q5_0,
+            |b, r| b.d = r.scale_f16(),
+            &Q8_0,
+        );
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 
     #[test]
     fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let y = generate_data(1.0, TEST_SIZE, 2.0);
-        let mut a = vec![BlockQ8_0::zeroed(); TEST_SIZE / QK5_0];
-        q8_0::quantize_row(&y, &mut a);
-        let got = vec_dot(&quantize(&x), &a);
-        assert_dot_close(
-            got,
-            dot_f64(&x, &y),
-            TEST_SIZE,
-            MAX_DOT_PRODUCT_ERROR,
-            "q5_0",
-        );
+        assert_vec_dot_within_llama_cpp_bound(&Q5_0, &Q8_0, vec_dot, "q5_0");
     }
 }

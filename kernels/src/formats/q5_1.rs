@@ -73,14 +73,14 @@ pub fn vec_dot(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_1, test_util::*};
+    use super::super::test_util::*;
     use super::*;
 
-    fn quantize(x: &[f32]) -> Vec<BlockQ5_1> {
-        let mut q = vec![BlockQ5_1::zeroed(); x.len() / QK5_1];
-        quantize_row(x, &mut q);
-        q
-    }
+    const Q5_1: Codec<BlockQ5_1> = Codec {
+        qk: QK5_1,
+        quantize_row,
+        dequantize_row,
+    };
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -96,48 +96,22 @@ mod tests {
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&quantize(&x), &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q5_1.assert_round_trip_within_llama_cpp_bound();
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(10);
-        let n = QK5_1 * 40;
-        let w = random_blocks::<BlockQ5_1>(&mut rng, n / QK5_1, |b, r| {
+        let fix = |b: &mut BlockQ5_1, r: &mut Rng| {
             b.d = r.scale_f16();
             b.m = r.scale_f16();
-        });
-        let mut a = vec![BlockQ8_1::zeroed(); n / QK5_1];
-        q8_1::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_1::dequantize_row(&a, &mut af);
-        let want = dot_f64(&wf, &af);
-        // s is d*Σq rounded to fp16, so the min term m*s carries a 2^-11 relative error.
-        let scale: f64 = (0..n)
-            .map(|i| ((wf[i].abs() + w[i / QK5_1].m.to_f32().abs()) * af[i].abs()) as f64)
-            .sum();
-        let got = vec_dot(&w, &a) as f64;
-        assert!((got - want).abs() <= 1e-3 * scale, "{got} vs {want}");
+        };
+        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(10), 40, &Q5_1, fix, &Q8_1);
+        let m: Vec<f32> = w.iter().map(|b| b.m.to_f32()).collect();
+        assert_min_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, &m, 1e-3);
     }
 
     #[test]
     fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let y = generate_data(1.0, TEST_SIZE, 2.0);
-        let mut a = vec![BlockQ8_1::zeroed(); TEST_SIZE / QK5_1];
-        q8_1::quantize_row(&y, &mut a);
-        let got = vec_dot(&quantize(&x), &a);
-        assert_dot_close(
-            got,
-            dot_f64(&x, &y),
-            TEST_SIZE,
-            MAX_DOT_PRODUCT_ERROR,
-            "q5_1",
-        );
+        assert_vec_dot_within_llama_cpp_bound(&Q5_1, &Q8_1, vec_dot, "q5_1");
     }
 }

@@ -123,14 +123,14 @@ pub fn vec_dot(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{q8_k, test_util::*};
+    use super::super::test_util::*;
     use super::*;
 
-    fn quantize(x: &[f32]) -> Vec<BlockQ6K> {
-        let mut q = vec![BlockQ6K::zeroed(); x.len() / QK_K];
-        quantize_row(x, &mut q);
-        q
-    }
+    const Q6_K: Codec<BlockQ6K> = Codec {
+        qk: QK_K,
+        quantize_row,
+        dequantize_row,
+    };
 
     #[test]
     fn decodes_a_hand_built_block() {
@@ -150,55 +150,29 @@ mod tests {
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&quantize(&x), &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q6_K.assert_round_trip_within_llama_cpp_bound();
     }
 
     #[test]
     fn random_round_trip_error_is_small() {
-        let mut rng = Rng::new(15);
-        let x = rng.vec(QK_K * 16, 1.0);
-        let mut y = vec![0.0; x.len()];
-        dequantize_row(&quantize(&x), &mut y);
-        for (a, b) in x.iter().zip(&y) {
-            assert!((a - b).abs() <= 1.0 / 31.0, "{a} -> {b}");
-        }
+        let x = Rng::new(15).vec(QK_K * 16, 1.0);
+        Q6_K.assert_round_trip_within(&x, |_| 1.0 / 31.0);
     }
 
     #[test]
     fn zero_input_gives_a_zero_block() {
-        assert_eq!(quantize(&[0.0; QK_K])[0], BlockQ6K::zeroed());
+        assert_eq!(Q6_K.quantize(&[0.0; QK_K])[0], BlockQ6K::zeroed());
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let mut rng = Rng::new(16);
-        let n = QK_K * 8;
-        let w = random_blocks::<BlockQ6K>(&mut rng, n / QK_K, |b, r| b.d = r.scale_f16());
-        let mut a = vec![BlockQ8K::zeroed(); n / QK_K];
-        q8_k::quantize_row(&rng.vec(n, 1.5), &mut a);
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        q8_k::dequantize_row(&a, &mut af);
+        let fix = |b: &mut BlockQ6K, r: &mut Rng| b.d = r.scale_f16();
+        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(16), 8, &Q6_K, fix, &Q8_K);
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 
     #[test]
     fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let y = generate_data(1.0, TEST_SIZE, 2.0);
-        let mut a = vec![BlockQ8K::zeroed(); TEST_SIZE / QK_K];
-        q8_k::quantize_row(&y, &mut a);
-        let got = vec_dot(&quantize(&x), &a);
-        assert_dot_close(
-            got,
-            dot_f64(&x, &y),
-            TEST_SIZE,
-            MAX_DOT_PRODUCT_ERROR,
-            "q6_k",
-        );
+        assert_vec_dot_within_llama_cpp_bound(&Q6_K, &Q8_K, vec_dot, "q6_k");
     }
 }

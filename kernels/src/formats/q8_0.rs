@@ -75,70 +75,43 @@ mod tests {
     use super::super::test_util::*;
     use super::*;
 
-    fn quantize(x: &[f32]) -> Vec<BlockQ8_0> {
-        let mut q = vec![BlockQ8_0::zeroed(); x.len() / QK8_0];
-        quantize_row(x, &mut q);
-        q
-    }
-
     #[test]
     fn quantizes_a_known_block() {
         let mut x = [0.0f32; 32];
         x[0] = 127.0;
         x[1] = -63.5; // a tie: rounds away from zero
         x[2] = 0.49;
-        let q = quantize(&x);
+        let q = Q8_0.quantize(&x);
         assert_eq!(q[0].d.to_f32(), 1.0);
         assert_eq!(&q[0].qs[..3], &[127, -64, 0]);
     }
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&quantize(&x), &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q8_0.assert_round_trip_within_llama_cpp_bound();
     }
 
     #[test]
     fn random_round_trip_error_is_at_most_half_a_step() {
-        let mut rng = Rng::new(3);
-        let x = rng.vec(QK8_0 * 64, 5.0);
-        let mut y = vec![0.0; x.len()];
-        dequantize_row(&quantize(&x), &mut y);
-        for (xb, yb) in x.chunks(QK8_0).zip(y.chunks(QK8_0)) {
-            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            // half a step, plus the fp16 rounding of d (2^-11 relative) times 127 steps
-            let tol = amax / 127.0 * (0.5 + 127.0 / 2048.0) * 1.001;
-            for (a, b) in xb.iter().zip(yb) {
-                assert!((a - b).abs() <= tol, "{a} -> {b}, tol {tol}");
-            }
-        }
+        let x = Rng::new(3).vec(QK8_0 * 64, 5.0);
+        // half a step, plus the fp16 rounding of d (2^-11 relative) times 127 steps
+        Q8_0.assert_round_trip_within(&x, |xb| amax(xb) / 127.0 * (0.5 + 127.0 / 2048.0) * 1.001);
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
         let mut rng = Rng::new(4);
         let n = QK8_0 * 40;
-        let (w, a) = (quantize(&rng.vec(n, 2.0)), quantize(&rng.vec(n, 1.0)));
-        let (mut wf, mut af) = (vec![0.0; n], vec![0.0; n]);
-        dequantize_row(&w, &mut wf);
-        dequantize_row(&a, &mut af);
+        let (w, a) = (
+            Q8_0.quantize(&rng.vec(n, 2.0)),
+            Q8_0.quantize(&rng.vec(n, 1.0)),
+        );
+        let (wf, af) = (Q8_0.dequantize(&w), Q8_0.dequantize(&a));
         assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 
     #[test]
     fn vec_dot_of_quantized_data_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let y = generate_data(1.0, TEST_SIZE, 2.0);
-        let got = vec_dot(&quantize(&x), &quantize(&y));
-        assert_dot_close(
-            got,
-            dot_f64(&x, &y),
-            TEST_SIZE,
-            MAX_DOT_PRODUCT_ERROR,
-            "q8_0",
-        );
+        assert_vec_dot_within_llama_cpp_bound(&Q8_0, &Q8_0, vec_dot, "q8_0");
     }
 }

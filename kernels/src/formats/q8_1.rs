@@ -79,12 +79,6 @@ mod tests {
 
     #[test]
     fn round_trip_within_llama_cpp_bound() {
-        let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let mut q = vec![BlockQ8_1::zeroed(); TEST_SIZE / QK8_1];
-        quantize_row(&x, &mut q);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&q, &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q8_1.assert_round_trip_within_llama_cpp_bound();
     }
 }

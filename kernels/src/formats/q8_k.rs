@@ -65,19 +65,13 @@ mod tests {
     use super::super::test_util::*;
     use super::*;
 
-    fn quantize(x: &[f32]) -> Vec<BlockQ8K> {
-        let mut q = vec![BlockQ8K::zeroed(); x.len() / QK_K];
-        quantize_row(x, &mut q);
-        q
-    }
-
     #[test]
     fn quantizes_a_known_block_with_its_sums() {
         let mut x = [0.0f32; QK_K];
         x[0] = -2.0; // the largest magnitude: q = -127, d = max / -127 = 2/127
         x[1] = 1.0;
         x[17] = 0.5;
-        let q = quantize(&x);
+        let q = Q8_K.quantize(&x);
         assert_eq!(q[0].d, 1.0 / (-127.0 / -2.0));
         assert_eq!(&q[0].qs[..2], &[-127, 64]); // 63.5 rounds to even
         assert_eq!(q[0].qs[17], 32);
@@ -88,17 +82,14 @@ mod tests {
 
     #[test]
     fn zero_block_is_all_zero() {
-        assert_eq!(quantize(&[0.0; QK_K])[0], BlockQ8K::zeroed());
+        assert_eq!(Q8_K.quantize(&[0.0; QK_K])[0], BlockQ8K::zeroed());
     }
 
     #[test]
     fn round_trip_within_llama_cpp_bound_and_sums_hold() {
         let x = generate_data(0.0, TEST_SIZE, 2.0);
-        let q = quantize(&x);
-        let mut y = vec![0.0; TEST_SIZE];
-        dequantize_row(&q, &mut y);
-        let err = array_rmse(&x, &y);
-        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+        Q8_K.assert_round_trip_within_llama_cpp_bound();
+        let q = Q8_K.quantize(&x);
         for b in &q {
             for (k, s) in b.bsums.iter().enumerate() {
                 let want: i32 = b.qs[16 * k..16 * k + 16].iter().map(|&q| q as i32).sum();

@@ -1,5 +1,11 @@
 //! Test helpers shared by the format files: llama.cpp's `test-quantize-fns.cpp` data,
-//! error measures and bounds, and a small deterministic random source.
+//! error measures and bounds, a small deterministic random source, and the checks every
+//! format's tests share (round trip and dot product against llama.cpp's bounds, `vec_dot`
+//! against the dequantized dot).
+
+use bytemuck::Pod;
+
+use super::{q8_0, q8_1, q8_k};
 
 /// `MAX_QUANTIZATION_TOTAL_ERROR` (4-bit and up).
 pub const MAX_QUANTIZATION_TOTAL_ERROR: f32 = 0.002;
@@ -27,6 +33,11 @@ pub fn array_rmse(a: &[f32], b: &[f32]) -> f32 {
         })
         .sum();
     (sum.sqrt() / a.len() as f64) as f32
+}
+
+/// The largest magnitude in `x`.
+pub fn amax(x: &[f32]) -> f32 {
+    x.iter().fold(0.0f32, |m, v| m.max(v.abs()))
 }
 
 /// Dot product in f64 (test-quantize-fns sums f32 products in a double).
@@ -89,7 +100,6 @@ pub fn random_blocks<B: bytemuck::Pod>(
     blocks
 }
 
-/// Asserts `got` is within `tol` per element (test-quantize-fns' `|got-ref|/n`) of `want`.
 /// A block dot product against the f64 dot of its operands' dequantized values, within
 /// `rel` of the summed magnitudes (the check every format's `vec_dot` twin shares).
 pub fn assert_dot_matches_dequantized(got: f32, wf: &[f32], af: &[f32], rel: f64) {
@@ -99,10 +109,130 @@ pub fn assert_dot_matches_dequantized(got: f32, wf: &[f32], af: &[f32], rel: f64
     assert!((got - want).abs() <= rel * scale, "{got} vs {want}");
 }
 
+/// Asserts `got` is within `tol` per element (test-quantize-fns' `|got-ref|/n`) of `want`.
 pub fn assert_dot_close(got: f32, want: f64, n: usize, tol: f32, what: &str) {
     let err = ((got as f64 - want).abs() / n as f64) as f32;
     assert!(
         err < tol,
         "{what}: dot {got} vs reference {want}: error {err} >= {tol}"
     );
+}
+
+/// A block format's scalar conversions, for the checks every format's tests repeat.
+pub struct Codec<B> {
+    /// Elements per block.
+    pub qk: usize,
+    pub quantize_row: fn(&[f32], &mut [B]),
+    pub dequantize_row: fn(&[B], &mut [f32]),
+}
+
+impl<B: Pod> Codec<B> {
+    /// A format pocket only decodes: its `quantize_row` panics.
+    pub const fn decode_only(qk: usize, dequantize_row: fn(&[B], &mut [f32])) -> Self {
+        fn no_quantizer<B>(_: &[f32], _: &mut [B]) {
+            unreachable!("pocket has no quantizer for this format")
+        }
+        Codec {
+            qk,
+            quantize_row: no_quantizer::<B>,
+            dequantize_row,
+        }
+    }
+
+    /// `x` quantized into `x.len() / qk` blocks.
+    pub fn quantize(&self, x: &[f32]) -> Vec<B> {
+        let mut q = vec![B::zeroed(); x.len() / self.qk];
+        (self.quantize_row)(x, &mut q);
+        q
+    }
+
+    /// The values `blocks` decode to.
+    pub fn dequantize(&self, blocks: &[B]) -> Vec<f32> {
+        let mut y = vec![0.0; blocks.len() * self.qk];
+        (self.dequantize_row)(blocks, &mut y);
+        y
+    }
+
+    /// Quantizes `x` and decodes it again, asserting that every element of each block `xb`
+    /// comes back within `tol(xb)`; returns the decoded values.
+    pub fn assert_round_trip_within(&self, x: &[f32], tol: impl Fn(&[f32]) -> f32) -> Vec<f32> {
+        let y = self.dequantize(&self.quantize(x));
+        for (xb, yb) in x.chunks(self.qk).zip(y.chunks(self.qk)) {
+            let tol = tol(xb);
+            for (a, b) in xb.iter().zip(yb) {
+                assert!((a - b).abs() <= tol, "{a} -> {b}, tol {tol}");
+            }
+        }
+        y
+    }
+
+    /// test-quantize-fns' round trip: its data quantized and decoded again is within
+    /// `MAX_QUANTIZATION_TOTAL_ERROR` (as [`array_rmse`]).
+    pub fn assert_round_trip_within_llama_cpp_bound(&self) {
+        let x = generate_data(0.0, TEST_SIZE, 2.0);
+        let err = array_rmse(&x, &self.dequantize(&self.quantize(&x)));
+        assert!(err < MAX_QUANTIZATION_TOTAL_ERROR, "rmse {err}");
+    }
+}
+
+/// The activation formats.
+pub const Q8_0: Codec<q8_0::BlockQ8_0> = Codec {
+    qk: q8_0::QK8_0,
+    quantize_row: q8_0::quantize_row,
+    dequantize_row: q8_0::dequantize_row,
+};
+pub const Q8_1: Codec<q8_1::BlockQ8_1> = Codec {
+    qk: q8_1::QK8_1,
+    quantize_row: q8_1::quantize_row,
+    dequantize_row: q8_1::dequantize_row,
+};
+pub const Q8_K: Codec<q8_k::BlockQ8K> = Codec {
+    qk: super::kquant::QK_K,
+    quantize_row: q8_k::quantize_row,
+    dequantize_row: q8_k::dequantize_row,
+};
+
+/// test-quantize-fns' dot product check: `vec_dot` of its weight data quantized as `w`
+/// and its activation data quantized as `a`, within `MAX_DOT_PRODUCT_ERROR` per element
+/// of the f64 dot of the unquantized data.
+pub fn assert_vec_dot_within_llama_cpp_bound<W: Pod, A: Pod>(
+    w: &Codec<W>,
+    a: &Codec<A>,
+    vec_dot: fn(&[W], &[A]) -> f32,
+    what: &str,
+) {
+    let x = generate_data(0.0, TEST_SIZE, 2.0);
+    let y = generate_data(1.0, TEST_SIZE, 2.0);
+    let got = vec_dot(&w.quantize(&x), &a.quantize(&y));
+    assert_dot_close(got, dot_f64(&x, &y), TEST_SIZE, MAX_DOT_PRODUCT_ERROR, what);
+}
+
+/// The operands of a `vec_dot` twin test: `nb` random weight blocks of `w` (`fix` makes
+/// their scales finite) and activations of `a` quantized from uniform data in
+/// [-1.5, 1.5), each with its decoded values: `(w, a, w decoded, a decoded)`.
+pub fn random_dot_operands<W: Pod, A: Pod>(
+    rng: &mut Rng,
+    nb: usize,
+    w: &Codec<W>,
+    fix: impl Fn(&mut W, &mut Rng),
+    a: &Codec<A>,
+) -> (Vec<W>, Vec<A>, Vec<f32>, Vec<f32>) {
+    let wq = random_blocks(rng, nb, fix);
+    let aq = a.quantize(&rng.vec(nb * w.qk, 1.5));
+    let (wf, af) = (w.dequantize(&wq), a.dequantize(&aq));
+    (wq, aq, wf, af)
+}
+
+/// [`assert_dot_matches_dequantized`] for the formats with a min (Q4_1, Q5_1): their
+/// `vec_dot` applies the block min `m[b]` through the activation's `s`, which is `d·Σq`
+/// rounded to fp16, so the min term carries a 2^-11 relative error and the bound counts
+/// `|m|·|a|` too.
+pub fn assert_min_dot_matches_dequantized(got: f32, wf: &[f32], af: &[f32], m: &[f32], rel: f64) {
+    let want = dot_f64(wf, af);
+    let qk = wf.len() / m.len();
+    let scale: f64 = (0..wf.len())
+        .map(|i| ((wf[i].abs() + m[i / qk].abs()) * af[i].abs()) as f64)
+        .sum();
+    let got = got as f64;
+    assert!((got - want).abs() <= rel * scale, "{got} vs {want}");
 }

@@ -115,8 +115,9 @@ fn write_record(layout: Layout, dst: &mut [u8], i: usize, c: &[u8]) {
     }
 }
 
-/// Reads back the 32 unsigned codes of row `i` from a record.
-fn read_record(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
+/// Reads back the 32 unsigned codes of row `i` from a record, in element order (Q4:
+/// nibbles; Q5_0 / Q5_K: 5-bit, Q6_K: 6-bit with their plane bits).
+pub(in crate::matmul) fn read_record(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
     let mut c = [0u8; 32];
     for v in 0..4 {
         for k in 0..4 {

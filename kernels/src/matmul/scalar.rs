@@ -3,6 +3,7 @@
 //! kernels, so SIMD results are compared against these with a tight tolerance.
 
 use super::act::QuantizedActivation;
+use super::packed::packed_k::read_record;
 use super::packed::{Layout, PackedMatrix, PANEL, QK};
 
 /// Integer dot of one packed Q4 (panel, block) row `i` with 32 activation codes:
@@ -84,29 +85,6 @@ pub fn panel_dot(w: &PackedMatrix, p: usize, act: &QuantizedActivation, t: usize
     acc
 }
 
-/// The unsigned 5-bit (Q5_0) or 6-bit (Q6_K) codes of row `i` in a packed record:
-/// `(low-half codes, high-half codes)` in element order.
-fn hi_codes(layout: Layout, rec: &[u8], i: usize) -> [u8; 32] {
-    let mut c = [0u8; 32];
-    for v in 0..4 {
-        for k in 0..4 {
-            let byte = rec[v * 32 + i * 4 + k];
-            let (e0, e1) = (4 * v + k, 16 + 4 * v + k);
-            c[e0] = byte & 15;
-            c[e1] = byte >> 4;
-            if layout == Layout::Q6_K {
-                c[e0] |= ((rec[128 + i * 4 + k] >> (2 * v)) & 3) << 4;
-                c[e1] |= ((rec[160 + i * 4 + k] >> (2 * v)) & 3) << 4;
-            } else {
-                let hb = rec[128 + i * 4 + k];
-                c[e0] |= ((hb >> v) & 1) << 4;
-                c[e1] |= ((hb >> (4 + v)) & 1) << 4;
-            }
-        }
-    }
-    c
-}
-
 /// Q4_K / Q5_K row `i`: per sub-block `(d·da)·(sc·Σqa) − (dmin·m)·(da·Σa)`.
 fn q4_k_row(
     layout: Layout,
@@ -128,7 +106,7 @@ fn q4_k_row(
             let b = 8 * g + j;
             let rec = &q[b * qb..(b + 1) * qb];
             let dot = if layout == Layout::Q5_K {
-                let c = hi_codes(Layout::Q5_0, rec, i);
+                let c = read_record(Layout::Q5_0, rec, i);
                 (0..QK).map(|e| c[e] as i32 * a[b * QK + e] as i32).sum()
             } else {
                 q4_block_dot(rec, i, &a[b * QK..])
@@ -154,7 +132,7 @@ fn q6_k_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) 
         let d = h(grp[i]);
         for j in 0..8 {
             let b = 8 * g + j;
-            let c = hi_codes(Layout::Q6_K, &q[b * 192..(b + 1) * 192], i);
+            let c = read_record(Layout::Q6_K, &q[b * 192..(b + 1) * 192], i);
             let ab = &a[b * QK..(b + 1) * QK];
             let dot =
                 |r: std::ops::Range<usize>| -> i32 { r.map(|e| c[e] as i32 * ab[e] as i32).sum() };
@@ -175,7 +153,7 @@ fn q5_0_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) 
     let (a, ad, asum) = (act.row_qs(t), act.row_d(t), act.row_sum(t));
     let mut acc = 0f32;
     for b in 0..act.blocks() {
-        let c = hi_codes(Layout::Q5_0, &q[b * 160..(b + 1) * 160], i);
+        let c = read_record(Layout::Q5_0, &q[b * 160..(b + 1) * 160], i);
         let isum: i32 = (0..QK)
             .map(|e| c[e] as i32 * a[b * QK + e] as i32)
             .sum::<i32>()

@@ -30,34 +30,9 @@ pub mod token_type {
 
 use token_type::{CONTROL, NORMAL, UNUSED, USER_DEFINED};
 
-/// Qwen2.5's 22 added tokens (ids 151643..=151664 in Qwen2.5), with the type llama.cpp's
-/// converter gives them (`special: true` or `<|...|>` → CONTROL, otherwise USER_DEFINED).
-pub const QWEN2_SPECIALS: &[(&str, i32)] = &[
-    ("<|endoftext|>", CONTROL),
-    ("<|im_start|>", CONTROL),
-    ("<|im_end|>", CONTROL),
-    ("<|object_ref_start|>", CONTROL),
-    ("<|object_ref_end|>", CONTROL),
-    ("<|box_start|>", CONTROL),
-    ("<|box_end|>", CONTROL),
-    ("<|quad_start|>", CONTROL),
-    ("<|quad_end|>", CONTROL),
-    ("<|vision_start|>", CONTROL),
-    ("<|vision_end|>", CONTROL),
-    ("<|vision_pad|>", CONTROL),
-    ("<|image_pad|>", CONTROL),
-    ("<|video_pad|>", CONTROL),
-    ("<tool_call>", USER_DEFINED),
-    ("</tool_call>", USER_DEFINED),
-    ("<|fim_prefix|>", CONTROL),
-    ("<|fim_middle|>", CONTROL),
-    ("<|fim_suffix|>", CONTROL),
-    ("<|fim_pad|>", CONTROL),
-    ("<|repo_name|>", CONTROL),
-    ("<|file_sep|>", CONTROL),
-];
-
-/// Qwen3's 26 added tokens (ids 151643..=151668 in Qwen3): Qwen2.5's and four more.
+/// Qwen3's 26 added tokens (ids 151643..=151668 in Qwen3), with the type llama.cpp's
+/// converter gives them (`special: true` or `<|...|>` → CONTROL, otherwise USER_DEFINED):
+/// Qwen2.5's 22 and four more.
 pub const QWEN3_SPECIALS: &[(&str, i32)] = &[
     ("<|endoftext|>", CONTROL),
     ("<|im_start|>", CONTROL),
@@ -86,6 +61,9 @@ pub const QWEN3_SPECIALS: &[(&str, i32)] = &[
     ("<think>", USER_DEFINED),
     ("</think>", USER_DEFINED),
 ];
+
+/// Qwen2.5's 22 added tokens (ids 151643..=151664 in Qwen2.5): the first 22 of Qwen3's.
+pub const QWEN2_SPECIALS: &[(&str, i32)] = QWEN3_SPECIALS.split_at(22).0;
 
 /// Text of the bos and pad tokens, and of the eos token (Qwen's instruct models).
 pub const BOS_PAD_TEXT: &str = "<|endoftext|>";

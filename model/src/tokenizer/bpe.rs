@@ -6,6 +6,7 @@ use std::collections::BinaryHeap;
 use std::sync::OnceLock;
 
 use super::pretokenize::PreTokenizer;
+use super::symbol::{merge, Symbol};
 use super::unicode::byte_to_char;
 use super::{StrTable, Vocab};
 
@@ -73,14 +74,6 @@ impl Merges {
 /// (rank, left, right, left length, right length): the queue pops the lowest rank, then
 /// the leftmost pair, as llama.cpp's `llm_bigram_bpe::comparator`.
 type QueuedBigram = (u32, i32, i32, usize, usize);
-
-#[derive(Clone, Copy)]
-struct Symbol {
-    prev: i32,
-    next: i32,
-    start: usize,
-    n: usize,
-}
 
 pub(crate) struct BpeSession<'a> {
     pub vocab: &'a Vocab,
@@ -163,13 +156,7 @@ impl BpeSession<'_> {
                 if symbols[li].n != ln || symbols[ri].n != rn {
                     continue;
                 }
-                symbols[li].n += symbols[ri].n;
-                symbols[ri].n = 0;
-                symbols[li].next = symbols[ri].next;
-                let rnext = symbols[ri].next;
-                if rnext >= 0 {
-                    symbols[rnext as usize].prev = left;
-                }
+                merge(&mut symbols, left, right);
                 let (prev, next) = (symbols[li].prev, symbols[li].next);
                 add_bigram(&symbols, &mut heap, &mut buf, prev, left);
                 add_bigram(&symbols, &mut heap, &mut buf, left, next);

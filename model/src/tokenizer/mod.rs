@@ -22,6 +22,7 @@ mod bpe;
 mod pretokenize;
 mod special;
 mod spm;
+mod symbol;
 mod unicode;
 mod unicode_data;
 

@@ -329,9 +329,9 @@ impl PreTokenizer {
         for step in &self.steps {
             offsets = match step {
                 Step::Gpt2 => split_gpt2(&cpts, &offsets),
-                Step::Llama3 => split_llama3(&cpts, &offsets, false),
-                Step::Qwen2 => split_llama3(&cpts, &offsets, true),
-                Step::Qwen35 => split_qwen35(&cpts, &offsets),
+                Step::Llama3 => split_llama3(&cpts, &offsets, false, false),
+                Step::Qwen2 => split_llama3(&cpts, &offsets, true, false),
+                Step::Qwen35 => split_llama3(&cpts, &offsets, true, true),
                 Step::Newlines => split_newlines(&cpts, &offsets),
                 Step::Collapsed(re) => split_regex(&offsets, |s, e| {
                     re.find_iter(&collapsed[s..e])
@@ -579,9 +579,10 @@ fn split_gpt2(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
     })
 }
 
-/// llama3 (`\p{N}{1,3}`) and qwen2 (`\p{N}`, `single_digits`):
+/// llama3 (`\p{N}{1,3}`), qwen2 (`\p{N}`, `single_digits`) and qwen35 (as qwen2, with
+/// `marks`: `[\p{L}\p{M}]+` letter runs and `\p{M}` excluded from punctuation runs):
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-fn split_llama3(cpts: &[u32], offsets: &[usize], single_digits: bool) -> Vec<usize> {
+fn split_llama3(cpts: &[u32], offsets: &[usize], single_digits: bool, marks: bool) -> Vec<usize> {
     for_each_piece(cpts, offsets, |p| {
         let mut pos = p.ini;
         while pos < p.end {
@@ -594,12 +595,13 @@ fn split_llama3(cpts: &[u32], offsets: &[usize], single_digits: bool) -> Vec<usi
                 continue;
             }
 
-            // [^\r\n\p{L}\p{N}]?\p{L}+
+            // [^\r\n\p{L}\p{N}]?\p{L}+ (qwen35: [\p{L}\p{M}]+)
+            let letter = |f: Flags| f.is_letter() || (marks && f.is_accent_mark());
             if !(is(cpt, '\r') || is(cpt, '\n') || fl.is_number())
-                && (fl.is_letter() || p.flags(pos + 1).is_letter())
+                && (letter(fl) || letter(p.flags(pos + 1)))
             {
                 pos += 1;
-                while p.flags(pos).is_letter() {
+                while letter(p.flags(pos)) {
                     pos += 1;
                 }
                 p.add(pos);
@@ -624,47 +626,7 @@ fn split_llama3(cpts: &[u32], offsets: &[usize], single_digits: bool) -> Vec<usi
                 continue;
             }
 
-            if punct_run(p, &mut pos, cpt, fl, false) {
-                continue;
-            }
-            whitespace_tail(p, &mut pos);
-        }
-    })
-}
-
-/// qwen35: like qwen2 with `[\p{L}\p{M}]+` letter runs.
-fn split_qwen35(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
-    for_each_piece(cpts, offsets, |p| {
-        let mut pos = p.ini;
-        while pos < p.end {
-            let cpt = p.cpt(pos);
-            let fl = p.flags(pos);
-
-            let n = contraction(p, pos, true);
-            if n > 0 {
-                pos += p.add(pos + n);
-                continue;
-            }
-
-            let lm = |f: Flags| f.is_letter() || f.is_accent_mark();
-            if !(is(cpt, '\r') || is(cpt, '\n') || fl.is_number())
-                && (lm(fl) || lm(p.flags(pos + 1)))
-            {
-                pos += 1;
-                while lm(p.flags(pos)) {
-                    pos += 1;
-                }
-                p.add(pos);
-                continue;
-            }
-
-            if fl.is_number() {
-                pos += 1;
-                p.add(pos);
-                continue;
-            }
-
-            if punct_run(p, &mut pos, cpt, fl, true) {
+            if punct_run(p, &mut pos, cpt, fl, marks) {
                 continue;
             }
             whitespace_tail(p, &mut pos);

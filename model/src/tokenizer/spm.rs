@@ -6,15 +6,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use super::symbol::{merge, Symbol};
 use super::Vocab;
-
-#[derive(Clone, Copy)]
-struct Symbol {
-    prev: i32,
-    next: i32,
-    start: usize,
-    n: usize,
-}
 
 struct Bigram {
     left: i32,
@@ -83,13 +76,7 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &str, out: &mut Vec<u32>) {
         if symbols[li].n == 0 || symbols[ri].n == 0 || symbols[li].n + symbols[ri].n != b.size {
             continue;
         }
-        symbols[li].n += symbols[ri].n;
-        symbols[ri].n = 0;
-        symbols[li].next = symbols[ri].next;
-        let rnext = symbols[ri].next;
-        if rnext >= 0 {
-            symbols[rnext as usize].prev = b.left;
-        }
+        merge(&mut symbols, b.left, b.right);
         let (prev, next) = (symbols[li].prev, symbols[li].next);
         try_add(&symbols, &mut heap, prev, b.left);
         try_add(&symbols, &mut heap, b.left, next);

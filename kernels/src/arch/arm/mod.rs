@@ -235,58 +235,55 @@ pub fn gemm_checked(
     }
 }
 
-/// The gemm/gemv driver with plain NEON (gemv = one token).
-///
-/// # Safety
-/// The CPU supports NEON. Shapes must satisfy `crate::matmul::check` (activation width =
-/// matrix width, panel and token ranges in bounds, `out` long enough for `ld`); violations
-/// panic on slice bounds, never read out of bounds.
-#[target_feature(enable = "neon")]
-pub unsafe fn gemm_neon(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    swiglu: bool,
-) {
-    drive::<Neon>(w, act, tokens, out, ld, panels, swiglu)
+/// A `#[target_feature]` root: [`drive`] with core `$core`, compiled with `$features`
+/// (the three differ only in those two).
+macro_rules! gemm_root {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $core:ty) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub unsafe fn $name(
+            w: &PackedMatrix,
+            act: &QuantizedActivation,
+            tokens: Range<usize>,
+            out: &mut [f32],
+            ld: usize,
+            panels: Range<usize>,
+            swiglu: bool,
+        ) {
+            drive::<$core>(w, act, tokens, out, ld, panels, swiglu)
+        }
+    };
 }
 
-/// [`gemm_neon`] with `sdot`.
-///
-/// # Safety
-/// The CPU supports NEON and dotprod; shapes as [`gemm_neon`].
-#[target_feature(enable = "neon,dotprod")]
-pub unsafe fn gemm_dotprod(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    swiglu: bool,
-) {
-    drive::<Dotprod>(w, act, tokens, out, ld, panels, swiglu)
-}
-
-/// [`gemm_neon`] with `smmla` for token pairs (`sdot` for gemv and an odd token).
-///
-/// # Safety
-/// The CPU supports NEON, dotprod and i8mm; shapes as [`gemm_neon`].
-#[target_feature(enable = "neon,dotprod,i8mm")]
-pub unsafe fn gemm_i8mm(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    swiglu: bool,
-) {
-    drive::<I8mm>(w, act, tokens, out, ld, panels, swiglu)
-}
+gemm_root!(
+    /// The gemm/gemv driver with plain NEON (gemv = one token).
+    ///
+    /// # Safety
+    /// The CPU supports NEON. Shapes must satisfy `crate::matmul::check` (activation width =
+    /// matrix width, panel and token ranges in bounds, `out` long enough for `ld`); violations
+    /// panic on slice bounds, never read out of bounds.
+    gemm_neon,
+    "neon",
+    Neon
+);
+gemm_root!(
+    /// [`gemm_neon`] with `sdot`.
+    ///
+    /// # Safety
+    /// The CPU supports NEON and dotprod; shapes as [`gemm_neon`].
+    gemm_dotprod,
+    "neon,dotprod",
+    Dotprod
+);
+gemm_root!(
+    /// [`gemm_neon`] with `smmla` for token pairs (`sdot` for gemv and an odd token).
+    ///
+    /// # Safety
+    /// The CPU supports NEON, dotprod and i8mm; shapes as [`gemm_neon`].
+    gemm_i8mm,
+    "neon,dotprod,i8mm",
+    I8mm
+);
 
 /// Panels x token tiles. Safety: as [`gemm_neon`], for core `C`'s level.
 #[inline(always)]

@@ -58,18 +58,36 @@ pub unsafe fn tile<C: Core, const N: usize>(
     act: &QuantizedActivation,
     t0: usize,
 ) -> [F32x8; N] {
+    tile_offset::<C, Q4, N, 1>(q, s, act, t0, 128)
+}
+
+/// The tile of a symmetric format whose unsigned codes `K` carry an offset `8·Z8`
+/// (Q4_0: 8, Q5_0: 16) over `rec`-byte records: `acc += (dw·da) · (Σqa − 8·Z8·Σa)` per
+/// block, the offset folded in exactly in int32 through the activation's `8·Σa`.
+///
+/// # Safety
+/// The CPU supports `C`'s level. (Lengths are checked: `q` must hold `blocks·rec` bytes,
+/// `s` `blocks·8` scales, `act` rows `t0..t0+N`.)
+#[inline(always)]
+pub(super) unsafe fn tile_offset<C: Core, K: Codes, const N: usize, const Z8: i32>(
+    q: &[u8],
+    s: &[u16],
+    act: &QuantizedActivation,
+    t0: usize,
+    rec: usize,
+) -> [F32x8; N] {
     let nb = act.blocks();
-    assert!(q.len() >= nb * 128 && s.len() >= nb * 8 && t0 + N <= act.rows());
+    assert!(q.len() >= nb * rec && s.len() >= nb * 8 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
     let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
     let asum = per_token::<i32, N>(act, t0, nb, QuantizedActivation::row_sum8);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
-        // b < nb: block b's 128 code bytes, 8 scales and each row's 32 codes are in bounds.
-        let sums = C::sums::<Q4, N, false>(q.as_ptr().add(b * 128), &ap)[0];
+        // b < nb: block b's record, 8 scales and each row's 32 codes are in bounds.
+        let sums = C::sums::<K, N, false>(q.as_ptr().add(b * rec), &ap)[0];
         let dw = f16x8(s.as_ptr().add(b * 8));
         for t in 0..N {
-            let off = vdupq_n_s32(asum[t][b]);
+            let off = vdupq_n_s32(Z8 * asum[t][b]);
             for h in 0..2 {
                 let i = vcvtq_f32_s32(vsubq_s32(sums[t][h], off));
                 acc[t][h] = vfmaq_f32(acc[t][h], vmulq_n_f32(dw[h], ad[t][b]), i);

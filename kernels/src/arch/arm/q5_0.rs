@@ -6,8 +6,9 @@
 //! folded exactly as `Σqa − 16·Σa` in int32, as the scalar reference does.
 
 use super::cores::Codes;
-use super::{act_ptrs, f16x8, per_token, Core, F32x8};
-use crate::matmul::{QuantizedActivation, QK};
+use super::q4_0::tile_offset;
+use super::{Core, F32x8};
+use crate::matmul::QuantizedActivation;
 use std::arch::aarch64::*;
 
 /// Q5_0 / Q5_K records.
@@ -43,25 +44,6 @@ pub unsafe fn tile<C: Core, const N: usize>(
     act: &QuantizedActivation,
     t0: usize,
 ) -> [F32x8; N] {
-    let nb = act.blocks();
-    assert!(q.len() >= nb * 160 && s.len() >= nb * 8 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
-    let asum = per_token::<i32, N>(act, t0, nb, QuantizedActivation::row_sum8);
-    let mut acc = [[vdupq_n_f32(0.0); 2]; N];
-    for b in 0..nb {
-        // b < nb: block b's 160 record bytes, 8 scales and each row's 32 codes are in bounds.
-        let sums = C::sums::<Q5, N, false>(q.as_ptr().add(b * 160), &ap)[0];
-        let dw = f16x8(s.as_ptr().add(b * 8));
-        for t in 0..N {
-            // 16·Σa = 2·(8·Σa).
-            let off = vdupq_n_s32(2 * asum[t][b]);
-            for h in 0..2 {
-                let i = vcvtq_f32_s32(vsubq_s32(sums[t][h], off));
-                acc[t][h] = vfmaq_f32(acc[t][h], vmulq_n_f32(dw[h], ad[t][b]), i);
-            }
-            ap[t] = ap[t].add(QK);
-        }
-    }
-    acc
+    // 16·Σa = 2·(8·Σa).
+    tile_offset::<C, Q5, N, 2>(q, s, act, t0, 160)
 }

@@ -150,6 +150,49 @@ pub unsafe fn gemm(
 /// `d·Σq`, the half-block sums, the Q5_0 lane offsets (4 bytes each).
 pub const IL_REC: usize = 52;
 
+/// The block loop of the symmetric interleaved tiles (Q4_0, Q5_0, Q8_0), which differ only
+/// in their integer core. Per block (`qb` code bytes and 8 fp16 scales of the panel, one
+/// `52·N`-byte record of the tile `a`), `isum(qp, ap)` returns each token's exact int32
+/// `Σ w·a` for the 8 rows (`qp`, `ap`: the block's codes and record), and the block adds
+/// `(dw·da)·isum` to each token's rows with one FMA: the float operations of the
+/// row-pointer tiles, in their order.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C; `isum` reads no more than the `qb` bytes at `qp` and the
+/// record at `ap`. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn tile_il_sym<const N: usize>(
+    q: &[u8],
+    s: &[u16],
+    a: &[u8],
+    nb: usize,
+    qb: usize,
+    isum: impl Fn(*const u8, *const u8) -> [__m256i; N],
+) -> [__m256; N] {
+    let rec = N * IL_REC;
+    assert!(q.len() >= nb * qb && s.len() >= nb * 8 && a.len() >= nb * rec);
+    let mut acc = [_mm256_setzero_ps(); N];
+    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
+    for _ in 0..nb {
+        let i = isum(qp, ap);
+        // SAFETY: block b's 8 scales and record are in bounds (checked above; the
+        // pointers are at block b).
+        unsafe {
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            for t in 0..N {
+                let sc = _mm256_mul_ps(dw, q4_0::bcast_f(ap.add(32 * N + 4 * t)));
+                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i[t]), acc[t]);
+            }
+        }
+        // Advance to block b+1 (one past the end after the last: never dereferenced).
+        qp = qp.wrapping_add(qb);
+        sp = sp.wrapping_add(8);
+        ap = ap.wrapping_add(rec);
+    }
+    acc
+}
+
 /// Whether `layout` has gemm tiles on interleaved activations ([`interleave`]).
 const fn has_il(layout: Layout) -> bool {
     matches!(

@@ -265,30 +265,19 @@ use step4;
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
-    let rec = N * super::IL_REC;
-    assert!(q.len() >= nb * 128 && s.len() >= nb * 8 && a.len() >= nb * rec);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); N];
-    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
-    for _ in 0..nb {
-        // SAFETY: block b's 128 code bytes, 8 scales and its record are in bounds
-        // (checked above; the pointers are at block b).
-        unsafe {
+    // SAFETY: CPU features as this fn's; the closure reads block b's 128 code bytes and
+    // its record, where `tile_il_sym` points `qp` and `ap` (in bounds).
+    unsafe {
+        super::tile_il_sym::<N>(q, s, a, nb, 128, |qp, ap| {
             let p16 = block_p16_il::<N>(qp, ap);
-            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            let mut i = [_mm256_setzero_si256(); N];
             for t in 0..N {
-                let i = _mm256_sub_epi32(
-                    _mm256_madd_epi16(p16[t], ones),
-                    bcast(ap.add(36 * N + 4 * t)),
-                );
-                let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
-                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
+                // Minus 8·Σa (token t's, from the record): the `-8` offset of the codes.
+                let sum8 = bcast(ap.add(36 * N + 4 * t));
+                i[t] = _mm256_sub_epi32(_mm256_madd_epi16(p16[t], ones), sum8);
             }
-        }
-        // Advance to block b+1 (one past the end after the last: never dereferenced).
-        qp = qp.wrapping_add(128);
-        sp = sp.wrapping_add(8);
-        ap = ap.wrapping_add(rec);
+            i
+        })
     }
-    acc
 }

@@ -9,6 +9,46 @@ use super::q4_0::{act_ptrs, bcast_f, block_p16, block_p16_il};
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
+/// The super-block scales `d` and `dmin` of a Q4_K/Q5_K group's 8 rows (the first 16
+/// fp16 of the group), as floats.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C; `grp` is valid for 16 u16.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn group_d_dmin(grp: *const u16) -> (__m256, __m256) {
+    // SAFETY: contract.
+    unsafe {
+        (
+            _mm256_cvtph_ps(_mm_loadu_si128(grp as *const __m128i)),
+            _mm256_cvtph_ps(_mm_loadu_si128(grp.add(8) as *const __m128i)),
+        )
+    }
+}
+
+/// Sub-block `j`'s scales in a Q4_K/Q5_K group (bytes 32..160 of the group hold sc[8][8]
+/// and m[8][8]): `sc16`, each 32-bit lane the row's 6-bit scale as two int16 (the
+/// `vpmaddwd` multiplier of its int16 pair sums), and `dmin·m` per row.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C; `grp` is valid for the group's 160 bytes; `j < 8`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn sub_scales(grp: *const u16, dmin: __m256, j: usize) -> (__m256i, __m256) {
+    let bytes = grp as *const u8;
+    // SAFETY: bytes 32 + 8j.. and 96 + 8j.. (8 each) are within the group (contract).
+    let (sc, mf) = unsafe {
+        (
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.add(32 + 8 * j) as *const __m128i)),
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                bytes.add(96 + 8 * j) as *const __m128i
+            ))),
+        )
+    };
+    let sc16 = _mm256_or_si256(sc, _mm256_slli_epi32::<16>(sc));
+    (sc16, _mm256_mul_ps(dmin, mf))
+}
+
 /// The 8 row outputs of one Q4_K panel for activation rows `t0..t0+N`.
 ///
 /// # Safety
@@ -36,31 +76,15 @@ pub unsafe fn tile<const N: usize>(
     for g in 0..ng {
         // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).
         let grp = unsafe { s.as_ptr().add(g * spg) };
-        let (dw, dmin) = unsafe {
-            (
-                _mm256_cvtph_ps(_mm_loadu_si128(grp as *const __m128i)),
-                _mm256_cvtph_ps(_mm_loadu_si128(grp.add(8) as *const __m128i)),
-            )
-        };
-        let bytes = grp as *const u8;
+        let (dw, dmin) = unsafe { group_d_dmin(grp) };
         for j in 0..8 {
             let b = 8 * g + j;
             if N == 1 {
                 // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
                 unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
             }
-            // SAFETY: bytes 32..160 of the group hold sc[8][8] and m[8][8].
-            let (sc, mf) = unsafe {
-                (
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.add(32 + 8 * j) as *const __m128i)),
-                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                        bytes.add(96 + 8 * j) as *const __m128i,
-                    ))),
-                )
-            };
-            // Each 32-bit lane: (sc, sc) as int16.
-            let sc16 = _mm256_or_si256(sc, _mm256_slli_epi32::<16>(sc));
-            let dm = _mm256_mul_ps(dmin, mf);
+            // SAFETY: grp is group g's 160 bytes, j < 8.
+            let (sc16, dm) = unsafe { sub_scales(grp, dmin, j) };
             // SAFETY: b < nb: block b's 128 code bytes and 32 activation codes are in bounds.
             let p16 = unsafe { block_p16::<N>(q.as_ptr().add(b * 128), &ap) };
             for t in 0..N {
@@ -93,25 +117,13 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
     for g in 0..ng {
         // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).
         let grp = unsafe { s.as_ptr().add(g * spg) };
-        let (dw, dmin) = unsafe {
-            (
-                _mm256_cvtph_ps(_mm_loadu_si128(grp as *const __m128i)),
-                _mm256_cvtph_ps(_mm_loadu_si128(grp.add(8) as *const __m128i)),
-            )
-        };
-        let bytes = grp as *const u8;
+        let (dw, dmin) = unsafe { group_d_dmin(grp) };
         for j in 0..8 {
             // SAFETY: block 8g+j's codes and record are in bounds (checked; the pointers
-            // are at that block); bytes 32..160 of the group hold sc[8][8] and m[8][8].
+            // are at that block); grp is group g's 160 bytes, j < 8.
             unsafe {
                 let p16 = block_p16_il::<N>(qp, ap);
-                let sc =
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.add(32 + 8 * j) as *const __m128i));
-                let mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                    bytes.add(96 + 8 * j) as *const __m128i,
-                )));
-                let sc16 = _mm256_or_si256(sc, _mm256_slli_epi32::<16>(sc));
-                let dm = _mm256_mul_ps(dmin, mf);
+                let (sc16, dm) = sub_scales(grp, dmin, j);
                 for t in 0..N {
                     let isum = _mm256_madd_epi16(p16[t], sc16);
                     let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));

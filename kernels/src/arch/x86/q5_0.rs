@@ -4,7 +4,7 @@
 //! `<= 2·31·127`: four vectors summed in int16, then widened). The `−16` is folded
 //! exactly as `Σqa − 16·Σa` in int32; one FMA per block for 8 rows.
 
-use super::q4_0::{act_ptrs, bcast, bcast_f};
+use super::q4_0::{act_ptrs, bcast};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -193,16 +193,12 @@ macro_rules! step5 {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
-    let rec = N * super::IL_REC;
-    assert!(q.len() >= nb * 160 && s.len() >= nb * 8 && a.len() >= nb * rec);
     let m4 = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); N];
-    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
-    for _ in 0..nb {
-        // SAFETY: block b's 160 code bytes, 8 scales and record are in bounds (checked
-        // above; the pointers are at block b).
-        unsafe {
+    // SAFETY: CPU features as this fn's; the closure reads block b's 160 code bytes and
+    // its record, where `tile_il_sym` points `qp` and `ap` (in bounds).
+    unsafe {
+        super::tile_il_sym::<N>(q, s, a, nb, 160, |qp, ap| {
             let hp = _mm256_loadu_si256(qp.add(128) as *const __m256i);
             let mut p = [_mm256_setzero_si256(); N];
             if N == 4 {
@@ -270,17 +266,13 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
                     }
                 }
             }
-            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
+            let mut i = [_mm256_setzero_si256(); N];
             for t in 0..N {
+                // Minus the lane's 16·Σa (token t's, from the record), then widened.
                 let off = bcast(ap.add(48 * N + 4 * t));
-                let i = _mm256_madd_epi16(_mm256_sub_epi16(p[t], off), ones);
-                let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
-                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
+                i[t] = _mm256_madd_epi16(_mm256_sub_epi16(p[t], off), ones);
             }
-        }
-        qp = qp.wrapping_add(160);
-        sp = sp.wrapping_add(8);
-        ap = ap.wrapping_add(rec);
+            i
+        })
     }
-    acc
 }

@@ -6,6 +6,7 @@
 //! the min term `(dmin·m)·(da·Σa)` — the scalar reference's order, bit for bit.
 
 use super::q4_0::act_ptrs;
+use super::q4_k::{group_d_dmin, sub_scales};
 use super::q5_0::pair_p16;
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::x86_64::*;
@@ -37,13 +38,7 @@ pub unsafe fn tile<const N: usize>(
     for g in 0..ng {
         // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).
         let grp = unsafe { s.as_ptr().add(g * spg) };
-        let (dw, dmin) = unsafe {
-            (
-                _mm256_cvtph_ps(_mm_loadu_si128(grp as *const __m128i)),
-                _mm256_cvtph_ps(_mm_loadu_si128(grp.add(8) as *const __m128i)),
-            )
-        };
-        let bytes = grp as *const u8;
+        let (dw, dmin) = unsafe { group_d_dmin(grp) };
         for j in 0..8 {
             let b = 8 * g + j;
             let qp = q.as_ptr().wrapping_add(b * 160);
@@ -51,18 +46,8 @@ pub unsafe fn tile<const N: usize>(
                 // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
                 unsafe { super::prefetch_ahead(qp, 3) };
             }
-            // SAFETY: bytes 32..160 of the group hold sc[8][8] and m[8][8].
-            let (sc, mf) = unsafe {
-                (
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64(bytes.add(32 + 8 * j) as *const __m128i)),
-                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                        bytes.add(96 + 8 * j) as *const __m128i,
-                    ))),
-                )
-            };
-            // Each 32-bit lane: (sc, sc) as int16.
-            let sc16 = _mm256_or_si256(sc, _mm256_slli_epi32::<16>(sc));
-            let dm = _mm256_mul_ps(dmin, mf);
+            // SAFETY: grp is group g's 160 bytes, j < 8.
+            let (sc16, dm) = unsafe { sub_scales(grp, dmin, j) };
             // SAFETY: b < nb: the 160 bytes of block b are within `q` (checked).
             let h = unsafe { _mm256_loadu_si256(qp.add(128) as *const __m256i) };
             let mut p16 = [_mm256_setzero_si256(); N];

@@ -3,7 +3,7 @@
 //! `madd(·, 1)` before summing. `|w|` is computed once per weight vector and shared by the
 //! N tokens.
 
-use super::q4_0::{act_ptrs, bcast_f};
+use super::q4_0::act_ptrs;
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -135,17 +135,12 @@ macro_rules! step8 {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub unsafe fn tile_il4(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; 4] {
-    const N: usize = 4;
-    let rec = N * super::IL_REC;
-    assert!(q.len() >= nb * 256 && s.len() >= nb * 8 && a.len() >= nb * rec);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); N];
-    let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());
-    for _ in 0..nb {
-        // SAFETY: block b's 256 code bytes, 8 scales and record are in bounds (checked
-        // above; the pointers are at block b).
-        unsafe {
-            let mut p = [_mm256_setzero_si256(); N];
+    // SAFETY: CPU features as this fn's; the closure reads block b's 256 code bytes and
+    // its record, where `tile_il_sym` points `qp` and `ap` (in bounds).
+    unsafe {
+        super::tile_il_sym::<4>(q, s, a, nb, 256, |qp, ap| {
+            let mut p = [_mm256_setzero_si256(); 4];
             step8!(
                 qp,
                 ap,
@@ -168,15 +163,7 @@ pub unsafe fn tile_il4(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; 4] 
                     "vpaddd {a}, {a}, {b}\n vpaddd {s3}, {s3}, {a}"
                 );
             }
-            let dw = _mm256_cvtph_ps(_mm_loadu_si128(sp as *const __m128i));
-            for t in 0..N {
-                let sc = _mm256_mul_ps(dw, bcast_f(ap.add(32 * N + 4 * t)));
-                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p[t]), acc[t]);
-            }
-        }
-        qp = qp.wrapping_add(256);
-        sp = sp.wrapping_add(8);
-        ap = ap.wrapping_add(rec);
+            p
+        })
     }
-    acc
 }

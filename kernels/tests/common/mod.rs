@@ -1,0 +1,90 @@
+//! Test data, checks and the fixture cache shared by the kernel test files.
+
+// Each test file compiles this module and uses only part of it.
+#![allow(dead_code)]
+
+use half::f16;
+use pocket_kernels::matmul::{gemm, PackedMatrix, QuantizedActivation};
+use pocket_kernels::{GgmlType, Isa};
+use std::path::PathBuf;
+
+/// The fixture cache of `bash tests/fixtures.sh`: `$POCKET_CACHE` when set and not empty,
+/// else `~/.cache/pocket`.
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("POCKET_CACHE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
+        }
+    }
+}
+
+/// SplitMix64: deterministic test data without dependencies.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[lo, hi)`.
+    pub fn f(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// [`Rng::f`] as fp16 bytes (little-endian).
+    pub fn h(&mut self, lo: f32, hi: f32) -> [u8; 2] {
+        f16::from_f32(self.f(lo, hi)).to_bits().to_le_bytes()
+    }
+}
+
+/// `tokens x cols` activations uniform in [-2, 2), with elements 32..64 zero (an all-zero
+/// block exercises `d = 0`).
+pub fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..tokens * cols).map(|_| rng.f(-2.0, 2.0)).collect();
+    if x.len() >= 64 {
+        x[32..64].iter_mut().for_each(|v| *v = 0.0);
+    }
+    x
+}
+
+/// The int16-saturation check of `extreme_codes_do_not_saturate`: `w` (`rows x cols`,
+/// packed from blocks of the extreme code byte `code`) against two activation rows, all
+/// `sign` then `-sign·(i % 3)` (so ±127 codes), for both signs, on every available ISA,
+/// within `1e-5` of `naive(act)` relative to its magnitudes (`naive` returns the f64
+/// product and the `Σ|w·a|` of each output).
+pub fn assert_extremes_do_not_saturate(
+    ty: GgmlType,
+    code: u8,
+    w: &PackedMatrix,
+    rows: usize,
+    cols: usize,
+    naive: impl Fn(&QuantizedActivation) -> (Vec<f64>, Vec<f64>),
+) {
+    for sign in [1.0f32, -1.0] {
+        let x: Vec<f32> = (0..2 * cols)
+            .map(|i| {
+                if i < cols {
+                    sign
+                } else {
+                    -sign * (i % 3) as f32
+                }
+            })
+            .collect();
+        let act = QuantizedActivation::quantize(&x, 2);
+        let (y, mag) = naive(&act);
+        for isa in Isa::available() {
+            let mut out = vec![0f32; 2 * rows];
+            gemm(w, &act, &mut out, rows, 0..w.panels(), isa);
+            for i in 0..out.len() {
+                assert!(
+                    (out[i] as f64 - y[i]).abs() <= 1e-5 * mag[i] + 1e-6,
+                    "{ty:?} code {code:#x} sign {sign} {isa} at {i}: {} vs {}",
+                    out[i],
+                    y[i]
+                );
+            }
+        }
+    }
+}
