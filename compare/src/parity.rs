@@ -10,13 +10,15 @@
 //!   identical tokens (agreement up to the first divergence) over all tokens compared.
 //!   Retokenizing text can split a token differently from how it was generated, so the
 //!   share is a lower bound on the engines' agreement.
+//! - **The same in ggml numerics**: pocket's `Numerics::Ggml` (llama.cpp's arithmetic bit
+//!   for bit) on the same prompts: 100 % expected wherever the model's formats have twins.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use pocket_model::perplexity::perplexity;
 use pocket_model::sample_basic::argmax;
-use pocket_model::{Model, Session, SessionOptions};
+use pocket_model::{LoadOptions, Model, Numerics, Session, SessionOptions};
 
 use crate::llama_bench::LlamaTools;
 use crate::receipt::Parity;
@@ -45,6 +47,7 @@ pub fn measure(tools: &LlamaTools, model_path: &Path, threads: u32) -> (Parity, 
         perplexity_llama_cpp: None,
         greedy_tokens: None,
         greedy_identical_share: None,
+        ggml_numerics_identical_share: None,
     };
     let mut warnings = Vec::new();
     let mut warn = |what: &str, e: crate::Error| warnings.push(format!("{name}: {what}: {e}"));
@@ -70,7 +73,21 @@ pub fn measure(tools: &LlamaTools, model_path: &Path, threads: u32) -> (Parity, 
         Ok(v) => p.perplexity_llama_cpp = Some(v),
         Err(e) => warn("llama-perplexity", e),
     }
-    let (mut same, mut total) = (0usize, 0usize);
+    // The same prompts in `--numerics ggml`, where the model's formats have twins.
+    let exact = match Model::load_with(
+        model_path,
+        LoadOptions {
+            numerics: Numerics::Ggml,
+            ..Default::default()
+        },
+    ) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            warn("no ggml-numerics check", e.into());
+            None
+        }
+    };
+    let (mut same, mut same_exact, mut total) = (0usize, 0usize, 0usize);
     let mut ok = true;
     for prompt in PROMPTS {
         let ours = match pocket_greedy(&model, prompt, threads) {
@@ -91,10 +108,19 @@ pub fn measure(tools: &LlamaTools, model_path: &Path, threads: u32) -> (Parity, 
         };
         same += ours.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
         total += ours.len().max(1);
+        if let Some(m) = &exact {
+            match pocket_greedy(m, prompt, threads) {
+                Ok(o) => same_exact += o.iter().zip(&theirs).take_while(|(a, b)| a == b).count(),
+                Err(e) => warn("pocket greedy (ggml numerics)", e),
+            }
+        }
     }
     if ok && total > 0 {
         p.greedy_tokens = Some(total as u32);
         p.greedy_identical_share = Some(same as f64 / total as f64);
+        if exact.is_some() {
+            p.ggml_numerics_identical_share = Some(same_exact as f64 / total as f64);
+        }
     }
     (p, warnings)
 }

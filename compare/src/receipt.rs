@@ -135,6 +135,10 @@ pub struct Parity {
     /// Share of those tokens on which both engines agree (0..=1).
     #[serde(default)]
     pub greedy_identical_share: Option<f64>,
+    /// The same share with pocket in `--numerics ggml` (llama.cpp's arithmetic: 1.0 expected;
+    /// `None` where the model has formats without twins, e.g. Q4_0).
+    #[serde(default)]
+    pub ggml_numerics_identical_share: Option<f64>,
 }
 
 /// Mean and sample standard deviation (0 for one value).
@@ -366,7 +370,10 @@ impl Receipt {
             }
         }
         for (i, p) in self.parity.iter().enumerate() {
-            if let Some(s) = p.greedy_identical_share {
+            for s in [p.greedy_identical_share, p.ggml_numerics_identical_share]
+                .into_iter()
+                .flatten()
+            {
                 if !(0.0..=1.0).contains(&s) {
                     return Err(format!(
                         "parity[{i}] ({}): greedy_identical_share {s} is not in 0..=1",

@@ -171,19 +171,23 @@ pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
     }
     if !receipt.parity.is_empty() {
         out.push_str("\n## Output parity\n\n");
-        out.push_str("| model | pocket ppl | llama.cpp ppl | greedy tokens | identical |\n");
-        out.push_str("| --- | ---: | ---: | ---: | ---: |\n");
+        out.push_str(
+            "| model | pocket ppl | llama.cpp ppl | greedy tokens | identical | identical, ggml numerics |\n",
+        );
+        out.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
         let opt =
             |v: Option<f64>, digits: usize| v.map_or("—".into(), |x| format!("{x:.digits$}"));
         for p in &receipt.parity {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 plots::short(&p.model),
                 opt(p.perplexity_pocket, 4),
                 opt(p.perplexity_llama_cpp, 4),
                 p.greedy_tokens.map_or("—".into(), |n| n.to_string()),
                 p.greedy_identical_share
+                    .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s)),
+                p.ggml_numerics_identical_share
                     .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s))
             );
         }

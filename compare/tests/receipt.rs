@@ -58,6 +58,7 @@ fn receipt(created: &str, speedups: [f64; 4]) -> Receipt {
         perplexity_llama_cpp: Some(18.24),
         greedy_tokens: Some(128),
         greedy_identical_share: Some(1.0),
+        ggml_numerics_identical_share: Some(1.0),
     });
     r
 }

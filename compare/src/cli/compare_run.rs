@@ -221,7 +221,7 @@ pub fn run(args: &CompareArgs) -> CliResult {
 pub fn parity_line(p: &crate::receipt::Parity) -> String {
     let f = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.4}"));
     format!(
-        "parity {}: ppl pocket {} / llama.cpp {} (c={}, {} chunks); greedy {} tokens, {} identical",
+        "parity {}: ppl pocket {} / llama.cpp {} (c={}, {} chunks); greedy {} tokens, {} identical ({} in ggml numerics)",
         p.model,
         f(p.perplexity_pocket),
         f(p.perplexity_llama_cpp),
@@ -229,6 +229,8 @@ pub fn parity_line(p: &crate::receipt::Parity) -> String {
         parity::PPL_CHUNKS,
         p.greedy_tokens.map_or("—".into(), |n| n.to_string()),
         p.greedy_identical_share
+            .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s)),
+        p.ggml_numerics_identical_share
             .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s)),
     )
 }

@@ -232,8 +232,14 @@ fn rope_table_matches_definition_and_mode_pairs() {
         for i in 0..32 {
             let a = pos as f64 / 1_000_000f64.powf(i as f64 / 32.0);
             let tol = 1e-6 + a * (i as f64 + 1.0) * 1.2e-7;
-            assert!((t.cos(pos)[i] as f64 - a.cos()).abs() < tol, "pos {pos} i {i}");
-            assert!((t.sin(pos)[i] as f64 - a.sin()).abs() < tol, "pos {pos} i {i}");
+            assert!(
+                (t.cos(pos)[i] as f64 - a.cos()).abs() < tol,
+                "pos {pos} i {i}"
+            );
+            assert!(
+                (t.sin(pos)[i] as f64 - a.sin()).abs() < tol,
+                "pos {pos} i {i}"
+            );
         }
     }
     // Which elements pair up: a unit vector on element 0 rotated by 90 degrees lands on
