@@ -327,11 +327,14 @@ int main(int argc, char ** argv) {
     for (int i = 0; i < 8; ++i) {
         quant_case(false, 32 * (1 + below(64)));
         quant_case(true, 32 * (1 + below(64)));
+    }
+    for (int i = 0; i < 40; ++i) {
         dot_q4_1_case(32 * (1 + below(96)));
         dot_q8_0_case(32 * (1 + below(96)));
     }
     const int f16_lens[] = { 64, 128, 256, 70, 33, 1, 31, 32, 96, 200, 257, 1000 };
     for (int n : f16_lens) dot_f16_case(n);
+    for (int i = 0; i < 28; ++i) dot_f16_case(1 + below(300));
     const int swiglu_lens[] = { 8, 64, 1024, 1, 7, 13, 77, 2051 };
     for (int n : swiglu_lens) swiglu_case(n);
 
