@@ -4,7 +4,8 @@
 // attention through real graphs on the CPU backend); inputs and outputs written to a file
 // that kernels/tests/ggml_exact_ops.rs parses and recomputes bit for bit.
 //
-// usage: ggml_ops_oracle SEED OUT.bin
+// usage: ggml_ops_oracle SEED OUT.bin     (ORACLE_PROBE=1: also flash attention cases on
+//        the split-KV and tiled paths, which the one_chunk twin does not reproduce)
 //
 // Only public headers plus extern "C" declarations of exported ggml-cpu functions, built
 // like the other oracles:
@@ -356,6 +357,19 @@ int main(int argc, char ** argv) {
     flash_case(64, 64, 256, 16 + below(180), 10, 2, 1 + below(16), 1.0f, th);
     flash_case(128, 128, 256, 5, 4, 2, 3, 0.125f, th);
     flash_case(64, 64, 256, 1, 4, 2, 1, 0.125f, th);
+
+    // 32..63 rows still take one_chunk (the tiled path starts at GGML_FA_TILE_Q = 64 rows);
+    // a decode row over a 512-cell cache at one thread is the split-KV path with one chunk,
+    // which reduces to one_chunk's arithmetic.
+    flash_case(64, 64, 256, 200, 4, 2, 40, 0.125f, th);
+    flash_case(64, 64, 512, 300, 4, 2, 1, 0.125f, { 1 });
+    // ORACLE_PROBE=1: paths flash_attn_row does not reproduce, to see the divergence: the
+    // split-KV decode path at 2 threads (>= 512 cells: per-thread partials merged in f32),
+    // and the tiled path (>= 64 rows).
+    if (getenv("ORACLE_PROBE")) {
+        flash_case(64, 64, 512, 300, 4, 2, 1, 0.125f, { 2 });
+        flash_case(64, 64, 256, 200, 4, 2, 64, 0.125f, th);
+    }
 
     put_u32(0);
     fclose(out_f);
