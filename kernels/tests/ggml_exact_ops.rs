@@ -264,14 +264,28 @@ fn check_seed(seed: u64, t: &mut Tally) {
                         let kh = &k[hk * n_kv * dk..(hk + 1) * n_kv * dk];
                         let vh = &v[hk * n_kv * dv..(hk + 1) * n_kv * dv];
                         let qr = &q[(h * n_rows + row) * dk..(h * n_rows + row + 1) * dk];
-                        attention::flash_attn_row(
-                            qr,
-                            vis.len(),
-                            |i| &kh[vis[i] * dk..(vis[i] + 1) * dk],
-                            |i| &vh[vis[i] * dv..(vis[i] + 1) * dv],
-                            scale,
-                            &mut out,
-                        );
+                        if n_rows == 1 && n_kv >= 512 {
+                            // ggml's split-KV decode path: one cell range per thread.
+                            attention::flash_attn_row_split_kv(
+                                qr,
+                                n_kv,
+                                |c| mask[c] != f16::NEG_INFINITY,
+                                |c| &kh[c * dk..(c + 1) * dk],
+                                |c| &vh[c * dv..(c + 1) * dv],
+                                scale,
+                                threads as usize,
+                                &mut out,
+                            );
+                        } else {
+                            attention::flash_attn_row(
+                                qr,
+                                vis.len(),
+                                |i| &kh[vis[i] * dk..(vis[i] + 1) * dk],
+                                |i| &vh[vis[i] * dv..(vis[i] + 1) * dv],
+                                scale,
+                                &mut out,
+                            );
+                        }
                         let at = (row * n_head + h) * dv;
                         for (d, (&o, &g)) in out.iter().zip(&ggml[at..at + dv]).enumerate() {
                             t.f32(kind, &format!("{what} row={row} head={h}"), d, o, g);

@@ -5,7 +5,7 @@
 // that kernels/tests/ggml_exact_ops.rs parses and recomputes bit for bit.
 //
 // usage: ggml_ops_oracle SEED OUT.bin     (ORACLE_PROBE=1: also flash attention cases on
-//        the split-KV and tiled paths, which the one_chunk twin does not reproduce)
+//        the tiled path, which the twins do not reproduce)
 //
 // Only public headers plus extern "C" declarations of exported ggml-cpu functions, built
 // like the other oracles:
@@ -358,16 +358,18 @@ int main(int argc, char ** argv) {
     flash_case(128, 128, 256, 5, 4, 2, 3, 0.125f, th);
     flash_case(64, 64, 256, 1, 4, 2, 1, 0.125f, th);
 
-    // 32..63 rows still take one_chunk (the tiled path starts at GGML_FA_TILE_Q = 64 rows);
-    // a decode row over a 512-cell cache at one thread is the split-KV path with one chunk,
-    // which reduces to one_chunk's arithmetic.
+    // 32..63 rows still take one_chunk (the tiled path starts at GGML_FA_TILE_Q = 64 rows).
     flash_case(64, 64, 256, 200, 4, 2, 40, 0.125f, th);
-    flash_case(64, 64, 512, 300, 4, 2, 1, 0.125f, { 1 });
-    // ORACLE_PROBE=1: paths flash_attn_row does not reproduce, to see the divergence: the
-    // split-KV decode path at 2 threads (>= 512 cells: per-thread partials merged in f32),
-    // and the tiled path (>= 64 rows).
+    // A decode row over >= 512 cells: the split-KV path, one cell range per thread (at one
+    // thread one_chunk's arithmetic), partials merged in f32; some thread ranges empty.
+    const std::vector<int> th4 = { 1, 2, 3, 4 };
+    flash_case(64, 64, 512, 300, 4, 2, 1, 0.125f, th4);
+    flash_case(128, 128, 768, 257 + below(500), 8, 2, 1, 0.125f, th4);
+    flash_case(64, 64, 512, 100, 6, 2, 1, 1.0f, th4);
+    flash_case(128, 128, 1024, 1000, 4, 2, 1, 1.0f, th4);
+    // ORACLE_PROBE=1: the tiled path (>= 64 rows), which flash_attn_row does not reproduce,
+    // to see the divergence.
     if (getenv("ORACLE_PROBE")) {
-        flash_case(64, 64, 512, 300, 4, 2, 1, 0.125f, { 2 });
         flash_case(64, 64, 256, 200, 4, 2, 64, 0.125f, th);
     }
 
