@@ -4,8 +4,7 @@
 // attention through real graphs on the CPU backend); inputs and outputs written to a file
 // that kernels/tests/ggml_exact_ops.rs parses and recomputes bit for bit.
 //
-// usage: ggml_ops_oracle SEED OUT.bin     (ORACLE_PROBE=1: also flash attention cases on
-//        the tiled path, which the twins do not reproduce)
+// usage: ggml_ops_oracle SEED OUT.bin
 //
 // Only public headers plus extern "C" declarations of exported ggml-cpu functions, built
 // like the other oracles:
@@ -25,6 +24,8 @@
 //                 u32 threads; f32 scale; f32 q[n_head][n_rows][DK];
 //                 f16 k[n_head_kv][n_kv][DK]; f16 v[n_head_kv][n_kv][DV];
 //                 f16 mask[n_rows][n_kv]; f32 out[n_rows][n_head][DV]
+//                 (ggml's path: n_rows >= 64 tiled, n_rows == 1 and n_kv >= 512 split-KV,
+//                 else one_chunk)
 //   0 END
 #include "ggml.h"
 #include "ggml-backend.h"
@@ -367,11 +368,12 @@ int main(int argc, char ** argv) {
     flash_case(128, 128, 768, 257 + below(500), 8, 2, 1, 0.125f, th4);
     flash_case(64, 64, 512, 100, 6, 2, 1, 1.0f, th4);
     flash_case(128, 128, 1024, 1000, 4, 2, 1, 1.0f, th4);
-    // ORACLE_PROBE=1: the tiled path (>= 64 rows), which flash_attn_row does not reproduce,
-    // to see the divergence.
-    if (getenv("ORACLE_PROBE")) {
-        flash_case(64, 64, 256, 200, 4, 2, 64, 0.125f, th);
-    }
+    // 64+ rows: the tiled path (Q tiles of 64 rows, KV tiles of 64 cells, f32 sums); a
+    // partial last KV tile, Q tiles cut by heads and thread chunks, fully masked KV tiles.
+    flash_case(64, 64, 256, 200, 4, 2, 64, 0.125f, th);
+    flash_case(128, 128, 512, 300 + below(200), 6, 2, 70, 0.125f, th4);
+    flash_case(64, 64, 200, 200, 4, 2, 100, 1.0f, th);
+    flash_case(128, 128, 256, 256, 14, 2, 64 + below(64), 1.0f, { 2 });
 
     put_u32(0);
     fclose(out_f);
