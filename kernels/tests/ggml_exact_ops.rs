@@ -77,6 +77,8 @@ struct Tally {
     bad: Vec<String>,
     /// Flash attention cases with mismatches.
     cases: Vec<String>,
+    /// Flash attention values per ggml path: one_chunk, split-KV, tiled.
+    paths: [usize; 3],
 }
 
 impl Tally {
@@ -303,6 +305,14 @@ fn check_seed(seed: u64, t: &mut Tally) {
                         }
                     }
                 }
+                let path = if n_rows >= 64 {
+                    2
+                } else if n_rows == 1 && n_kv >= 512 {
+                    1
+                } else {
+                    0
+                };
+                t.paths[path] += n_rows * n_head * dv;
                 if t.mismatched[kind] > before {
                     t.cases.push(format!(
                         "{what} n_kv={n_kv}: {} of {} differ",
@@ -356,5 +366,11 @@ fn ops_twins_match_ggml_bit_for_bit() {
         t.bad.join("\n"),
         t.cases.join("\n")
     );
-    eprintln!("bit-identical to ggml: {}", summary.join(", "));
+    eprintln!(
+        "bit-identical to ggml: {} (flash attention: {} one_chunk, {} split-KV, {} tiled)",
+        summary.join(", "),
+        t.paths[0],
+        t.paths[1],
+        t.paths[2]
+    );
 }

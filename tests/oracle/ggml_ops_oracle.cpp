@@ -361,6 +361,7 @@ int main(int argc, char ** argv) {
 
     // 32..63 rows still take one_chunk (the tiled path starts at GGML_FA_TILE_Q = 64 rows).
     flash_case(64, 64, 256, 200, 4, 2, 40, 0.125f, th);
+    flash_case(128, 128, 512, 400, 4, 2, 2 + below(14), 0.125f, th);  // > 1 row: no split
     // A decode row over >= 512 cells: the split-KV path, one cell range per thread (at one
     // thread one_chunk's arithmetic), partials merged in f32; some thread ranges empty.
     const std::vector<int> th4 = { 1, 2, 3, 4 };
