@@ -45,6 +45,9 @@ fn chunk<'a>(
     (m, s_sum)
 }
 
+/// `GGML_FA_TILE_Q`: batches of at least this many query rows take the tiled path.
+pub const FA_TILE_Q: usize = 64;
+
 /// Attends query `q` (`DK` values) over the visible keys `keys(i)` / values `values(i)`
 /// for `i in 0..n`, in cache order; writes `DV` outputs. `scale` multiplies each score.
 pub fn flash_attn_row<'a>(

@@ -176,6 +176,24 @@ fn norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
 impl Session<'_> {
     /// [`Session::forward`] in `Numerics::Ggml` (inputs already validated there).
     pub(super) fn forward_exact(&mut self, tokens: &[u32], want: Range<usize>) -> Result<&[f32]> {
+        // llama.cpp evaluates a batch in ubatches of `n_ubatch` (512 by default) tokens, and
+        // its kernels choose their paths (tiled attention, token groups) per ubatch.
+        const N_UBATCH: usize = 512;
+        if tokens.len() <= N_UBATCH {
+            return self.forward_exact_ubatch(tokens, want);
+        }
+        let mut logits = Vec::with_capacity(want.len() * self.model.config.n_vocab);
+        for c0 in (0..tokens.len()).step_by(N_UBATCH) {
+            let c1 = (c0 + N_UBATCH).min(tokens.len());
+            let (w0, w1) = (want.start.clamp(c0, c1), want.end.clamp(c0, c1));
+            let l = self.forward_exact_ubatch(&tokens[c0..c1], w0 - c0..w1.max(w0) - c0)?;
+            logits.extend_from_slice(l);
+        }
+        self.b.logits = logits;
+        Ok(&self.b.logits)
+    }
+
+    fn forward_exact_ubatch(&mut self, tokens: &[u32], want: Range<usize>) -> Result<&[f32]> {
         let m = self.model;
         let c = &m.config;
         let t_n = tokens.len();
@@ -244,11 +262,16 @@ impl Session<'_> {
             } else {
                 c.attn_scale
             };
-            // Attention, one query row and head at a time, over the f16 cache in place.
+            // Attention, one query row and head at a time, over the f16 cache in place, on
+            // the path llama.cpp's flash attention takes for this ubatch: tiled for 64+
+            // rows, split across the threads for one row once its padded KV view reaches
+            // 512 cells (llama.cpp pads n_kv to 256), else one chunk.
             let (ks, vs) = cache
                 .f16_rows(l)
                 .expect("f16 cache checked at session start");
             let window = c.window_of(l);
+            let cells = cache.n_ctx().next_multiple_of(256);
+            let nth = pool.threads();
             b.att.resize(t_n * qd, 0.0);
             for t in 0..t_n {
                 let pos = pos0 + t;
@@ -257,16 +280,38 @@ impl Session<'_> {
                 } else {
                     0
                 };
+                let n_kv = cells.min((pos0 + t_n).next_multiple_of(256));
+                let visible = |i: usize| lo <= i && i <= pos;
                 for h in 0..c.n_head {
                     let off = (h / c.group()) * hd;
-                    attention::flash_attn_row(
-                        &b.q[t * qd + h * hd..t * qd + (h + 1) * hd],
-                        pos + 1 - lo,
-                        |i| &ks[(lo + i) * kvd + off..][..hd],
-                        |i| &vs[(lo + i) * kvd + off..][..hd],
-                        fa_scale,
-                        &mut b.att[t * qd + h * hd..t * qd + (h + 1) * hd],
-                    );
+                    let q = &b.q[t * qd + h * hd..t * qd + (h + 1) * hd];
+                    let out = &mut b.att[t * qd + h * hd..t * qd + (h + 1) * hd];
+                    let key = |i: usize| &ks[i * kvd + off..][..hd];
+                    let value = |i: usize| &vs[i * kvd + off..][..hd];
+                    if t_n >= attention::FA_TILE_Q {
+                        attention::flash_attn_row_tiled(
+                            q,
+                            pos + 1,
+                            visible,
+                            key,
+                            value,
+                            fa_scale,
+                            out,
+                        );
+                    } else if t_n == 1 && n_kv >= 512 {
+                        attention::flash_attn_row_split_kv(
+                            q, n_kv, visible, key, value, fa_scale, nth, out,
+                        );
+                    } else {
+                        attention::flash_attn_row(
+                            q,
+                            pos + 1 - lo,
+                            |i| key(lo + i),
+                            |i| value(lo + i),
+                            fa_scale,
+                            out,
+                        );
+                    }
                 }
             }
             trace("kqv_out", l, &b.att);
