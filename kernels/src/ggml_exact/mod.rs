@@ -48,6 +48,7 @@ pub(crate) use fma_clone;
 pub mod attention;
 pub mod dots;
 pub mod gelu;
+pub mod q4_0;
 pub mod q4_k;
 pub mod q5_0;
 pub mod q6_k;

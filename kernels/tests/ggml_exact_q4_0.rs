@@ -1,0 +1,239 @@
+//! Bit-exactness of the Q4_0 twins (`ggml_exact::q4_0`) against the real ggml CPU code: the
+//! oracle `tests/oracle/ggml_q4_0_oracle.cpp`, linked against the cached llama.cpp build,
+//! runs Q8_0 quantizers, `ggml_vec_dot_q4_0_q8_0` and real `mul_mat` graphs (Q4_0 weights
+//! repacked to q4_0_8x8 in the CPU_REPACK buffer, or plain when `rows % 8 != 0`) on random
+//! data with 1 and 2 threads; every output is recomputed here and compared by bits.
+//! Build the oracle with `bash compare/provision-llama.sh`.
+#![cfg(target_arch = "x86_64")]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use bytemuck::Pod;
+use half::f16;
+use pocket_kernels::formats::q4_0::BlockQ4_0;
+use pocket_kernels::formats::q8_0::BlockQ8_0;
+use pocket_kernels::ggml_exact::q4_0;
+
+fn oracle() -> PathBuf {
+    let cache = std::env::var_os("POCKET_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
+    let p = cache.join("llama.cpp-build/bin/ggml_q4_0_oracle");
+    assert!(
+        p.exists(),
+        "oracle {} is missing: run `bash compare/provision-llama.sh` (it builds \
+         tests/oracle/*.cpp against the cached llama.cpp)",
+        p.display()
+    );
+    p
+}
+
+struct Reader {
+    b: Vec<u8>,
+    at: usize,
+}
+
+impl Reader {
+    fn bytes(&mut self, n: usize) -> &[u8] {
+        let s = &self.b[self.at..self.at + n];
+        self.at += n;
+        s
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.bytes(4).try_into().unwrap())
+    }
+    fn f32s(&mut self, n: usize) -> Vec<f32> {
+        self.bytes(4 * n)
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+    fn blocks<T: Pod>(&mut self, n: usize) -> Vec<T> {
+        let sz = std::mem::size_of::<T>();
+        self.bytes(n * sz)
+            .chunks_exact(sz)
+            .map(bytemuck::pod_read_unaligned)
+            .collect()
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    checked: usize,
+    bad: Vec<String>,
+}
+
+impl Tally {
+    fn f32(&mut self, what: &str, i: usize, ours: f32, ggml: f32) {
+        self.checked += 1;
+        if ours.to_bits() != ggml.to_bits() && self.bad.len() < 40 {
+            self.bad
+                .push(format!("{what}[{i}]: ours {ours:e} ggml {ggml:e}"));
+        }
+    }
+    fn q8_0(&mut self, what: &str, i: usize, ours: &BlockQ8_0, ggml: &BlockQ8_0) {
+        self.checked += 1;
+        if bytemuck::bytes_of(ours) != bytemuck::bytes_of(ggml) && self.bad.len() < 40 {
+            self.bad.push(format!(
+                "{what}[{i}]: d ours {} ggml {}, codes equal {}",
+                ours.d,
+                ggml.d,
+                ours.qs == ggml.qs
+            ));
+        }
+    }
+}
+
+fn zero_q8_0() -> BlockQ8_0 {
+    BlockQ8_0 {
+        d: f16::ZERO,
+        qs: [0; 32],
+    }
+}
+
+fn check_seed(seed: u64, threads: usize, t: &mut Tally) {
+    let path = std::env::temp_dir().join(format!(
+        "pocket_q4_0_oracle_{}_{seed}_{threads}.bin",
+        std::process::id()
+    ));
+    let st = Command::new(oracle())
+        .arg(seed.to_string())
+        .arg(&path)
+        .env("ORACLE_THREADS", threads.to_string())
+        .output()
+        .expect("run ggml_q4_0_oracle");
+    assert!(
+        st.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let mut r = Reader {
+        b: std::fs::read(&path).unwrap(),
+        at: 0,
+    };
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(r.bytes(4), b"GQ40");
+    assert_eq!(r.u32(), 1);
+    let mut kinds = [0usize; 5];
+    let mut repacked_cases = 0;
+    let mut plain_cases = 0;
+    loop {
+        let kind = r.u32();
+        if kind == 0 {
+            break;
+        }
+        kinds[kind as usize] += 1;
+        let tag = format!("seed {seed} threads {threads} kind {kind}");
+        match kind {
+            1 | 2 => {
+                let k = r.u32() as usize;
+                let n_rows = if kind == 1 { 1 } else { 4 };
+                let x = r.f32s(n_rows * k);
+                let ggml: Vec<BlockQ8_0> = r.blocks(n_rows * k / 32);
+                let mut ours = vec![zero_q8_0(); n_rows * k / 32];
+                // Rows of ggml_quantize_mat_q8_0_4x8 are independent.
+                for (xr, o) in x.chunks_exact(k).zip(ours.chunks_exact_mut(k / 32)) {
+                    if kind == 1 {
+                        q4_0::quantize_row_q8_0(xr, o);
+                    } else {
+                        q4_0::quantize_row_q8_0_4x8(xr, o);
+                    }
+                }
+                for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
+                    t.q8_0(&format!("{tag} k={k}"), i, o, g);
+                }
+            }
+            3 => {
+                let k = r.u32() as usize;
+                let w: Vec<BlockQ4_0> = r.blocks(k / 32);
+                let a: Vec<BlockQ8_0> = r.blocks(k / 32);
+                let ggml = r.f32s(1)[0];
+                let ours = q4_0::vec_dot_q4_0_q8_0(&w, &a);
+                t.f32(&format!("{tag} vec_dot_q4_0_q8_0 k={k}"), 0, ours, ggml);
+            }
+            4 => {
+                let k = r.u32() as usize;
+                let rows = r.u32() as usize;
+                let repacked = r.u32() == 1;
+                assert_eq!(repacked, rows % 8 == 0);
+                let w: Vec<BlockQ4_0> = r.blocks(rows * k / 32);
+                let n_cases = r.u32();
+                for _ in 0..n_cases {
+                    let tokens = r.u32() as usize;
+                    let x = r.f32s(tokens * k);
+                    let ggml = r.f32s(tokens * rows);
+                    let ours = if repacked {
+                        repacked_cases += 1;
+                        q4_0::mul_mat_q4_0_repacked(&w, rows, &x, k)
+                    } else {
+                        plain_cases += 1;
+                        q4_0::mul_mat_q4_0_plain(&w, rows, &x, k)
+                    };
+                    let what = format!(
+                        "{tag} mul_mat k={k} rows={rows} tokens={tokens} repacked={repacked}"
+                    );
+                    for (i, (&o, &g)) in ours.iter().zip(&ggml).enumerate() {
+                        t.f32(&what, i, o, g);
+                    }
+                }
+            }
+            _ => panic!("unknown record kind {kind}"),
+        }
+    }
+    assert_eq!(r.at, r.b.len(), "trailing bytes in the oracle file");
+    assert!(
+        kinds[1..].iter().all(|&c| c > 0) && repacked_cases > 0 && plain_cases > 0,
+        "seed {seed}: some record kinds missing: {kinds:?}"
+    );
+}
+
+#[test]
+fn q4_0_twins_match_ggml_bit_for_bit() {
+    let mut t = Tally::default();
+    for threads in [1, 2] {
+        for seed in [1u64, 2, 3] {
+            check_seed(seed, threads, &mut t);
+        }
+    }
+    assert!(
+        t.bad.is_empty(),
+        "{} of {} values differ from ggml:\n{}",
+        t.bad.len(),
+        t.checked,
+        t.bad.join("\n")
+    );
+    eprintln!("{} values bit-identical to ggml", t.checked);
+}
+
+/// The two kernels round differently (one accumulator of whole-block sums vs eight lane
+/// accumulators and a horizontal sum): a repacked and a plain weight of the same values
+/// disagree in the last bits somewhere, so a parity run must pick the right one.
+#[test]
+fn repacked_and_plain_q4_0_differ() {
+    let k = 896;
+    let rows = 8;
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let w: Vec<BlockQ4_0> = (0..rows * k / 32)
+        .map(|_| BlockQ4_0 {
+            d: f16::from_f32(((next() % 1000) as f32 - 500.0) * 1e-4),
+            qs: std::array::from_fn(|_| next() as u8),
+        })
+        .collect();
+    let x: Vec<f32> = (0..3 * k)
+        .map(|_| ((next() % 20001) as f32 - 10000.0) * 1e-4)
+        .collect();
+    let a = q4_0::mul_mat_q4_0_repacked(&w, rows, &x, k);
+    let b = q4_0::mul_mat_q4_0_plain(&w, rows, &x, k);
+    assert!(a.iter().zip(&b).any(|(p, q)| p.to_bits() != q.to_bits()));
+    assert!(a
+        .iter()
+        .zip(&b)
+        .all(|(p, q)| (p - q).abs() <= 1e-3 * (1.0 + q.abs())));
+}

@@ -1,0 +1,232 @@
+// Oracle for pocket's ggml_exact Q4_0 twins (kernels/src/ggml_exact/q4_0.rs): random inputs
+// pushed through the real ggml CPU code of the cached llama.cpp build, inputs and outputs
+// written to a file that kernels/tests/ggml_exact_q4_0.rs parses and recomputes bit for bit.
+//
+// usage: ggml_q4_0_oracle SEED OUT.bin      (ORACLE_THREADS=n: CPU backend threads, default 1)
+//
+// Built like the other oracles by compare/provision-llama.sh (public headers plus extern "C"
+// declarations of exported ggml-cpu functions).
+//
+// The matmuls go through a real graph on the CPU backend, so they take exactly the paths
+// llama.cpp takes: Q4_0 weights with ne[1] % 8 == 0 in the CPU_REPACK buffer (repacked to
+// q4_0_8x8 at tensor_set, nibbles XOR 0x88; groups of 4 tokens via
+// ggml_quantize_mat_q8_0_4x8 + ggml_gemm_q4_0_8x8_q8_0, leftovers via quantize_row_q8_0 +
+// ggml_gemv_q4_0_8x8_q8_0), other Q4_0 weights in the plain CPU buffer (quantize_row_q8_0,
+// then ggml_vec_dot_q4_0_q8_0 for 1 token, llamafile's tinyBLAS_Q0_AVX for more).
+//
+// File: "GQ40", u32 version=1, then records, each starting with a u32 kind:
+//   1 QUANT_Q8_0:     u32 k; f32 x[k]; block_q8_0 out[k/32] (34 bytes each)
+//   2 QUANT_Q8_0_4X8: u32 k; f32 x[4][k]; block_q8_0 out[4][k/32] (de-interleaved rows)
+//   3 DOT:            u32 k; block_q4_0 w[k/32]; block_q8_0 a[k/32] (ggml's quantize);
+//                     f32 ggml_vec_dot_q4_0_q8_0
+//   4 MUL_MAT:        u32 k; u32 rows; u32 repacked; weight bytes (rows * row_size);
+//                     u32 n_cases; n_cases x { u32 tokens; f32 x[tokens][k];
+//                     f32 y[tokens][rows] }
+//   0 END
+#include "ggml.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+extern "C" {
+void quantize_row_q8_0(const float * x, void * y, int64_t k);
+void ggml_quantize_mat_q8_0_4x8(const float * x, void * y, int64_t k);
+void ggml_vec_dot_q4_0_q8_0(int n, float * s, size_t bs, const void * vx, size_t bx, const void * vy, size_t by, int nrc);
+}
+
+static const size_t Q8_0_SIZE = 2 + 32;
+
+static FILE * out_f;
+static void put(const void * p, size_t n) {
+    if (n && fwrite(p, 1, n, out_f) != n) { fprintf(stderr, "write failed\n"); exit(1); }
+}
+static void put_u32(uint32_t v) { put(&v, 4); }
+template <class T> static void put_vec(const std::vector<T> & v) { put(v.data(), v.size() * sizeof(T)); }
+
+static std::mt19937_64 rng;
+static float unif(float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); }
+static uint32_t below(uint32_t n) { return (uint32_t)(rng() % n); }
+
+// Activations ~N(0,1), 1% outliers x20; some 32-blocks get +m and -m at their largest
+// magnitude, a few are all zero (amax == 0: id = 0).
+static std::vector<float> activations(size_t n) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto & v : x) {
+        v = nd(rng);
+        if (below(100) == 0) v *= 20.0f;
+    }
+    for (size_t b = 0; b + 32 <= n; b += 32) {
+        const uint32_t c = below(40);
+        if (c == 0) {
+            std::fill(x.begin() + b, x.begin() + b + 32, 0.0f);
+        } else if (c < 8) {
+            float m = 0;
+            for (size_t i = b; i < b + 32; ++i) m = std::max(m, std::fabs(x[i]));
+            m *= 1.5f;
+            const size_t i = b + below(32), j = b + below(32);
+            if (i == j) continue;
+            x[i] = below(2) ? m : -m;
+            x[j] = -x[i];
+        }
+    }
+    return x;
+}
+
+static void put_h(std::vector<uint8_t> & v, float f) {
+    const uint16_t b = ggml_fp32_to_fp16(f);
+    v.push_back(b & 0xff);
+    v.push_back(b >> 8);
+}
+
+// Random Q4_0 rows of k elements (finite fp16 scales, any nibbles).
+static std::vector<uint8_t> weights(int64_t k, int64_t rows) {
+    std::vector<uint8_t> v;
+    for (int64_t b = 0; b < rows * (k / 32); ++b) {
+        put_h(v, unif(-0.05f, 0.05f));
+        for (int i = 0; i < 16; ++i) v.push_back((uint8_t)rng());
+    }
+    if (v.size() != (size_t)rows * ggml_row_size(GGML_TYPE_Q4_0, k)) { fprintf(stderr, "row size\n"); exit(1); }
+    return v;
+}
+
+static ggml_backend_t backend;
+static ggml_backend_buffer_type_t repack_buft;
+
+static ggml_context * new_ctx(int n_tensors) {
+    ggml_init_params ip = { ggml_tensor_overhead() * n_tensors + ggml_graph_overhead(), nullptr, true };
+    return ggml_init(ip);
+}
+
+// One weight, several token counts; the weight is in the CPU_REPACK buffer when
+// rows % 8 == 0 (as llama.cpp places it), else in the plain CPU buffer.
+static void mul_mat_case(int64_t k, int64_t rows, const std::vector<int64_t> & token_counts) {
+    const bool repack = rows % 8 == 0;
+    const std::vector<uint8_t> w = weights(k, rows);
+    ggml_context * wctx = new_ctx(1);
+    ggml_tensor * W = ggml_new_tensor_2d(wctx, GGML_TYPE_Q4_0, k, rows);
+    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(
+        wctx, repack ? repack_buft : ggml_backend_cpu_buffer_type());
+    ggml_backend_tensor_set(W, w.data(), 0, w.size());
+    if (repack && W->extra == nullptr) { fprintf(stderr, "Q4_0 weight was not repacked\n"); exit(1); }
+
+    put_u32(4);
+    put_u32(k); put_u32(rows); put_u32(repack);
+    put_vec(w);
+    put_u32(token_counts.size());
+    for (int64_t tokens : token_counts) {
+        const std::vector<float> x = activations(k * tokens);
+        ggml_context * cctx = new_ctx(4);
+        ggml_tensor * X = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, k, tokens);
+        ggml_tensor * Y = ggml_mul_mat(cctx, W, X);
+        ggml_cgraph * gf = ggml_new_graph(cctx);
+        ggml_build_forward_expand(gf, Y);
+        ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
+        ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4);
+        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+        std::vector<float> y(rows * tokens);
+        ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
+        put_u32(tokens); put_vec(x); put_vec(y);
+        ggml_backend_buffer_free(cbuf);
+        ggml_free(cctx);
+    }
+    ggml_backend_buffer_free(wbuf);
+    ggml_free(wctx);
+}
+
+static void quant_case(int64_t k) {
+    const std::vector<float> x = activations(k);
+    std::vector<uint8_t> q(k / 32 * Q8_0_SIZE);
+    quantize_row_q8_0(x.data(), q.data(), k);
+    put_u32(1); put_u32(k); put_vec(x); put_vec(q);
+}
+
+static void quant_4x8_case(int64_t k) {
+    const std::vector<float> x = activations(4 * k);
+    const int64_t nb = k / 32;
+    // block_q8_0x4: ggml_half d[4]; int8 qs[128], rows interleaved in 8-byte chunks.
+    const size_t bsz = 8 + 128;
+    std::vector<uint8_t> q(nb * bsz);
+    ggml_quantize_mat_q8_0_4x8(x.data(), q.data(), k);
+    std::vector<uint8_t> rows(4 * nb * Q8_0_SIZE);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * blk = q.data() + b * bsz;
+        for (int r = 0; r < 4; ++r) {
+            uint8_t * o = rows.data() + (r * nb + b) * Q8_0_SIZE;
+            memcpy(o, blk + 2 * r, 2);
+            for (int e = 0; e < 32; ++e) o[2 + e] = blk[8 + ((e / 8) * 4 + r) * 8 + e % 8];
+        }
+    }
+    put_u32(2); put_u32(k); put_vec(x); put_vec(rows);
+}
+
+static void dot_case(int64_t k) {
+    const std::vector<uint8_t> w = weights(k, 1);
+    const std::vector<float> x = activations(k);
+    std::vector<uint8_t> a(ggml_row_size(GGML_TYPE_Q8_0, k));
+    quantize_row_q8_0(x.data(), a.data(), k);
+    float s = 0;
+    ggml_vec_dot_q4_0_q8_0(k, &s, 0, w.data(), 0, a.data(), 0, 1);
+    put_u32(3); put_u32(k); put_vec(w); put_vec(a); put(&s, 4);
+}
+
+int main(int argc, char ** argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SEED OUT.bin\n", argv[0]);
+        return 2;
+    }
+    rng.seed(strtoull(argv[1], nullptr, 10));
+    out_f = fopen(argv[2], "wb");
+    if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); return 1; }
+    put("GQ40", 4);
+    put_u32(1);
+
+    backend = ggml_backend_cpu_init();
+    // ORACLE_THREADS (default 1): chunks and tiles split outputs, never one output's sum.
+    const char * nt = getenv("ORACLE_THREADS");
+    ggml_backend_cpu_set_n_threads(backend, nt ? atoi(nt) : 1);
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    if (get_extra) {
+        for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b) {
+            if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") repack_buft = *b;
+        }
+    }
+    if (!repack_buft) { fprintf(stderr, "no CPU_REPACK buffer type in this build\n"); return 1; }
+
+    for (int i = 0; i < 8; ++i) {
+        quant_case(32 * (1 + below(96)));
+        quant_4x8_case(32 * (1 + below(96)));
+        dot_case(32 * (1 + below(96)));
+    }
+    // Qwen2-0.5B-like shapes (k x rows): attn q/o, k/v, ffn gate/up, ffn down. Every token
+    // count 1..9 (gemv only, gemm only, gemm + gemv leftovers), 16 (the gemm's 16-token
+    // loop) and 23 (16 + 4 + 3 leftovers).
+    const std::vector<int64_t> tc = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 23 };
+    mul_mat_case(896, 896, tc);
+    mul_mat_case(896, 128, tc);
+    mul_mat_case(896, 2560, tc);
+    mul_mat_case(2560, 896, tc);
+    // Random small repacked and plain shapes; plain ones reach vec_dot (1 token) and the
+    // sgemm tiles (1..3-row and odd tiles).
+    for (int i = 0; i < 4; ++i) {
+        mul_mat_case(32 * (1 + below(64)), 8 * (1 + below(6)), { 1, 3, 4, 5, 17 });
+        int64_t rows = 1 + below(40);
+        if (rows % 8 == 0) rows += 1;
+        mul_mat_case(32 * (1 + below(64)), rows, { 1, 2, 3, 4, 5, 6, 7, 9, 23 });
+    }
+    mul_mat_case(896, 151, { 1, 2, 7, 16 });  // plain, a vocabulary-like odd row count
+
+    put_u32(0);
+    fclose(out_f);
+    ggml_backend_free(backend);
+    return 0;
+}
