@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
 use pocket_kernels::ggml_exact::{
-    attention, dots, gelu, q4_k, q5_0, q6_k, q8_k, quantize, rope, tiled, vec,
+    attention, dots, gelu, q4_0, q4_k, q5_0, q6_k, q8_k, quantize, rope, tiled, vec,
 };
 use pocket_kernels::ops::norm;
 use pocket_kernels::ops::rope::RopeMode;
@@ -47,6 +47,12 @@ pub(super) fn check(w: &Weights) -> std::result::Result<(), String> {
                 ty: GgmlType::Q4_1 | GgmlType::Q8_0 | GgmlType::Q5_0 | GgmlType::Q6_K,
                 ..
             } => {}
+            // Q4_0: repacked (q4_0_8x8) when the row count is a multiple of 8, else
+            // vec_dot / sgemm; both orders have a twin.
+            Linear::Generic {
+                ty: GgmlType::Q4_0,
+                ..
+            } => {}
             // llama.cpp repacks (and so multiplies in its own order) Q4_K matrices whose
             // row count is a multiple of 8; that is the order the twin reproduces.
             Linear::Generic {
@@ -77,8 +83,9 @@ enum Act {
 /// once into the type's `vec_dot_type`, then one dot product per output in the order of the
 /// kernel llama.cpp picks (`vec_dot`; llamafile's sgemm tiles for Q8_0 / Q5_0 batches sum
 /// each output in the same order; repacked Q4_K: groups of four tokens through the 4x8
-/// quantizer and the gemm, the remaining tokens through the gemv; Q6_K batches of 8+
-/// tokens: ggml's tiled K-quant matmul).
+/// quantizer and the gemm, the remaining tokens through the gemv; repacked Q4_0 (rows % 8
+/// == 0): one whole-block `fmadd` per block, the same for its gemv and gemm and for both
+/// Q8_0 quantizers; Q6_K batches of 8+ tokens: ggml's tiled K-quant matmul).
 fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut Vec<f32>) {
     let Linear::Generic {
         ty,
@@ -128,6 +135,10 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
                     (GgmlType::Q4_1, Act::Q8_1(a)) => dots::vec_dot_q4_1_q8_1(cast(wr), a),
                     (GgmlType::Q8_0, Act::Q8_0(a)) => dots::vec_dot_q8_0_q8_0(cast(wr), a),
                     (GgmlType::Q5_0, Act::Q8_0(a)) => q5_0::vec_dot_q5_0_q8_0(cast(wr), a),
+                    (GgmlType::Q4_0, Act::Q8_0(a)) if rows % 8 == 0 => {
+                        q4_0::gemv_q4_0_8x8_q8_0(cast(wr), a)
+                    }
+                    (GgmlType::Q4_0, Act::Q8_0(a)) => q4_0::vec_dot_q4_0_q8_0(cast(wr), a),
                     // ggml's tiled K-quant matmul takes batches of 8+ tokens.
                     (GgmlType::Q6_K, Act::Q8K(a, _)) if tiled::takes_tiled_path(tokens) => {
                         tiled::dot_tiled_q6_k(cast(wr), a)
