@@ -91,6 +91,36 @@ fn check_ppl_at(m: &PathBuf, chunks: usize) {
     );
 }
 
+// In llama.cpp's arithmetic the perplexity is llama-perplexity's to every printed digit:
+// 128-token ubatches take ggml's tiled flash attention and (gemma3's Q6_K) tiled K-quant
+// matmul, so this covers the prompt-batch twins the greedy test does not reach.
+#[test]
+fn perplexity_in_ggml_numerics_equals_llama_perplexity() {
+    let text = std::fs::read_to_string(text_path()).unwrap();
+    for (name, chunks) in [
+        ("SmolLM2-135M-Instruct.Q4_1.gguf", 3),
+        ("gemma-3-270m-q4_k_m.gguf", 2),
+    ] {
+        let m = model(name);
+        let ours = perplexity(
+            &load(&m, Numerics::Ggml),
+            &text,
+            N_CTX,
+            Some(2),
+            Some(chunks),
+            |_, _| {},
+        )
+        .unwrap()
+        .ppl;
+        let theirs = llama_ppl(&m, chunks);
+        eprintln!("{name}: pocket (ggml numerics) PPL {ours:.4}, llama.cpp {theirs:.4}");
+        assert!(
+            format!("{ours:.4}") == format!("{theirs:.4}"),
+            "{name}: pocket {ours} vs llama.cpp {theirs}"
+        );
+    }
+}
+
 #[test]
 fn perplexity_smollm2_within_1_percent_of_llama_cpp() {
     check_ppl("SmolLM2-135M-Instruct.Q4_1.gguf", 27);

@@ -58,8 +58,8 @@ pub struct CacheArgs {
     #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16")]
     pub type_v: KvType,
     /// Arithmetic: `fast` (pocket's kernels) or `ggml` (llama.cpp's x86 CPU arithmetic bit
-    /// for bit: the same logits and greedy text as llama.cpp, scalar and much slower; Q4_1 /
-    /// Q8_0 models with SiLU, prompts under 64 tokens, contexts up to 256).
+    /// for bit: the same logits, greedy text and perplexity as llama.cpp; scalar and much
+    /// slower; weights Q4_0/Q4_1/Q8_0/Q5_0/Q4_K/Q6_K, f16 KV cache).
     #[arg(long, value_name = "MODE", default_value = "fast", value_parser = parse_numerics)]
     pub numerics: Numerics,
 }

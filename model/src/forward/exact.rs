@@ -50,8 +50,7 @@ pub(super) fn check(w: &Weights) -> std::result::Result<(), String> {
             // Q4_0: repacked (q4_0_8x8) when the row count is a multiple of 8, else
             // vec_dot / sgemm; both orders have a twin.
             Linear::Generic {
-                ty: GgmlType::Q4_0,
-                ..
+                ty: GgmlType::Q4_0, ..
             } => {}
             // llama.cpp repacks (and so multiplies in its own order) Q4_K matrices whose
             // row count is a multiple of 8; that is the order the twin reproduces.
