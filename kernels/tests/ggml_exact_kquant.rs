@@ -5,10 +5,11 @@
 //! Build the oracle with `bash compare/provision-llama.sh`.
 #![cfg(target_arch = "x86_64")]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+use common::{run_oracle, Bits};
 
 use bytemuck::Pod;
+
 use half::f16;
 use pocket_kernels::formats::q4_k::BlockQ4K;
 use pocket_kernels::formats::q5_0::BlockQ5_0;
@@ -22,75 +23,16 @@ const Q8_0: u32 = 8;
 const Q4_K: u32 = 12;
 const Q6_K: u32 = 14;
 
-fn oracle() -> PathBuf {
-    let cache = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = cache.join("llama.cpp-build/bin/ggml_kquant_oracle");
-    assert!(
-        p.exists(),
-        "oracle {} is missing: run `bash compare/provision-llama.sh` (it builds \
-         tests/oracle/*.cpp against the cached llama.cpp)",
-        p.display()
-    );
-    p
-}
-
-struct Reader {
-    b: Vec<u8>,
-    at: usize,
-}
-
-impl Reader {
-    fn bytes(&mut self, n: usize) -> &[u8] {
-        let s = &self.b[self.at..self.at + n];
-        self.at += n;
-        s
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.bytes(4).try_into().unwrap())
-    }
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
-        self.bytes(4 * n)
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-    fn blocks<T: Pod>(&mut self, n: usize) -> Vec<T> {
-        let sz = std::mem::size_of::<T>();
-        self.bytes(n * sz)
-            .chunks_exact(sz)
-            .map(bytemuck::pod_read_unaligned)
-            .collect()
-    }
-}
-
-#[derive(Default)]
-struct Tally {
-    checked: usize,
-    bad: Vec<String>,
-}
-
-impl Tally {
-    fn f32(&mut self, what: &str, i: usize, ours: f32, ggml: f32) {
-        self.checked += 1;
-        if ours.to_bits() != ggml.to_bits() && self.bad.len() < 40 {
-            self.bad
-                .push(format!("{what}[{i}]: ours {ours:e} ggml {ggml:e}"));
-        }
-    }
-    fn q8k(&mut self, what: &str, i: usize, ours: &BlockQ8K, ggml: &BlockQ8K) {
-        self.checked += 1;
-        if bytemuck::bytes_of(ours) != bytemuck::bytes_of(ggml) && self.bad.len() < 40 {
-            self.bad.push(format!(
-                "{what}[{i}]: d ours {:e} ggml {:e}, codes equal {}, bsums equal {}",
-                ours.d,
-                ggml.d,
-                ours.qs == ggml.qs,
-                ours.bsums == ggml.bsums
-            ));
-        }
-    }
+fn q8k(t: &mut Bits, what: &str, i: usize, ours: &BlockQ8K, ggml: &BlockQ8K) {
+    t.check(bytemuck::bytes_of(ours) == bytemuck::bytes_of(ggml), || {
+        format!(
+            "{what}[{i}]: d ours {:e} ggml {:e}, codes equal {}, bsums equal {}",
+            ours.d,
+            ggml.d,
+            ours.qs == ggml.qs,
+            ours.bsums == ggml.bsums
+        )
+    });
 }
 
 fn zero_q8k() -> BlockQ8K {
@@ -132,28 +74,8 @@ fn mul_mat_rows<W: Pod, A: Clone>(
     out
 }
 
-fn check_seed(seed: u64, t: &mut Tally) {
-    let path = std::env::temp_dir().join(format!(
-        "pocket_kquant_oracle_{}_{seed}.bin",
-        std::process::id()
-    ));
-    let st = Command::new(oracle())
-        .arg(seed.to_string())
-        .arg(&path)
-        .output()
-        .expect("run ggml_kquant_oracle");
-    assert!(
-        st.status.success(),
-        "oracle failed: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let mut r = Reader {
-        b: std::fs::read(&path).unwrap(),
-        at: 0,
-    };
-    let _ = std::fs::remove_file(&path);
-    assert_eq!(r.bytes(4), b"GKQO");
-    assert_eq!(r.u32(), 1);
+fn check_seed(seed: u64, t: &mut Bits) {
+    let mut r = run_oracle("ggml_kquant_oracle", seed, "", b"GKQO", |_| {});
     let mut kinds = [0usize; 7];
     loop {
         let kind = r.u32();
@@ -178,7 +100,7 @@ fn check_seed(seed: u64, t: &mut Tally) {
                     }
                 }
                 for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
-                    t.q8k(&format!("{tag} k={k}"), i, o, g);
+                    q8k(t, &format!("{tag} k={k}"), i, o, g);
                 }
             }
             3 => {
@@ -284,20 +206,17 @@ fn check_seed(seed: u64, t: &mut Tally) {
                 for (i, c) in table.chunks_exact(2).enumerate() {
                     let g = u16::from_le_bytes([c[0], c[1]]);
                     let o = ours[i].to_bits();
-                    t.checked += 1;
                     // NaN inputs: both give a NaN, the payload is libm's business.
                     let both_nan = f16::from_bits(g).is_nan() && ours[i].is_nan();
-                    if o != g && !both_nan && t.bad.len() < 40 {
-                        t.bad.push(format!(
-                            "{tag} gelu table[{i:#06x}]: ours {o:#06x} ggml {g:#06x}"
-                        ));
-                    }
+                    t.check(o == g || both_nan, || {
+                        format!("{tag} gelu table[{i:#06x}]: ours {o:#06x} ggml {g:#06x}")
+                    });
                 }
             }
             _ => panic!("unknown record kind {kind}"),
         }
     }
-    assert_eq!(r.at, r.b.len(), "trailing bytes in the oracle file");
+    r.finish();
     assert!(
         kinds[1..].iter().all(|&c| c > 0),
         "seed {seed}: some record kinds missing: {kinds:?}"
@@ -306,16 +225,10 @@ fn check_seed(seed: u64, t: &mut Tally) {
 
 #[test]
 fn kquant_twins_match_ggml_bit_for_bit() {
-    let mut t = Tally::default();
+    let mut t = Bits::default();
     for seed in [1u64, 2, 3, 4, 5] {
         check_seed(seed, &mut t);
     }
-    assert!(
-        t.bad.is_empty(),
-        "{} of {} values differ from ggml:\n{}",
-        t.bad.len(),
-        t.checked,
-        t.bad.join("\n")
-    );
+    t.assert_clean();
     eprintln!("{} values bit-identical to ggml", t.checked);
 }

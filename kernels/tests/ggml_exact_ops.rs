@@ -6,8 +6,8 @@
 //! `bash compare/provision-llama.sh`.
 #![cfg(target_arch = "x86_64")]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+use common::run_oracle;
 
 use bytemuck::Pod;
 use half::f16;
@@ -16,58 +16,6 @@ use pocket_kernels::formats::q8_0::BlockQ8_0;
 use pocket_kernels::formats::q8_1::BlockQ8_1;
 use pocket_kernels::ggml_exact::{attention, dots, quantize, rope, vec};
 use pocket_kernels::ops::rope::{RopeMode, RopeTable};
-
-fn oracle() -> PathBuf {
-    let cache = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = cache.join("llama.cpp-build/bin/ggml_ops_oracle");
-    assert!(
-        p.exists(),
-        "oracle {} is missing: run `bash compare/provision-llama.sh` (it builds \
-         tests/oracle/*.cpp against the cached llama.cpp)",
-        p.display()
-    );
-    p
-}
-
-struct Reader {
-    b: Vec<u8>,
-    at: usize,
-}
-
-impl Reader {
-    fn bytes(&mut self, n: usize) -> &[u8] {
-        let s = &self.b[self.at..self.at + n];
-        self.at += n;
-        s
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.bytes(4).try_into().unwrap())
-    }
-    fn f32(&mut self) -> f32 {
-        f32::from_bits(self.u32())
-    }
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
-        self.bytes(4 * n)
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-    fn f16s(&mut self, n: usize) -> Vec<f16> {
-        self.bytes(2 * n)
-            .chunks_exact(2)
-            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
-            .collect()
-    }
-    fn blocks<T: Pod>(&mut self, n: usize) -> Vec<T> {
-        let sz = std::mem::size_of::<T>();
-        self.bytes(n * sz)
-            .chunks_exact(sz)
-            .map(bytemuck::pod_read_unaligned)
-            .collect()
-    }
-}
 
 /// Values compared per record kind, and the first mismatches.
 #[derive(Default)]
@@ -122,27 +70,7 @@ const KINDS: [&str; 9] = [
 ];
 
 fn check_seed(seed: u64, t: &mut Tally) {
-    let path = std::env::temp_dir().join(format!(
-        "pocket_ops_oracle_{}_{seed}.bin",
-        std::process::id()
-    ));
-    let st = Command::new(oracle())
-        .arg(seed.to_string())
-        .arg(&path)
-        .output()
-        .expect("run ggml_ops_oracle");
-    assert!(
-        st.status.success(),
-        "oracle failed: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let mut r = Reader {
-        b: std::fs::read(&path).unwrap(),
-        at: 0,
-    };
-    let _ = std::fs::remove_file(&path);
-    assert_eq!(r.bytes(4), b"GOPO");
-    assert_eq!(r.u32(), 1);
+    let mut r = run_oracle("ggml_ops_oracle", seed, "", b"GOPO", |_| {});
     let mut kinds = [0usize; 9];
     loop {
         let kind = r.u32() as usize;
@@ -324,7 +252,7 @@ fn check_seed(seed: u64, t: &mut Tally) {
             _ => panic!("unknown record kind {kind}"),
         }
     }
-    assert_eq!(r.at, r.b.len(), "trailing bytes in the oracle file");
+    r.finish();
     assert!(
         kinds[1..].iter().all(|&c| c > 0),
         "seed {seed}: some record kinds missing: {kinds:?}"

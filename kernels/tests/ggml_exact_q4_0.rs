@@ -6,83 +6,23 @@
 //! Build the oracle with `bash compare/provision-llama.sh`.
 #![cfg(target_arch = "x86_64")]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+use common::{run_oracle, Bits};
 
-use bytemuck::Pod;
 use half::f16;
 use pocket_kernels::formats::q4_0::BlockQ4_0;
 use pocket_kernels::formats::q8_0::BlockQ8_0;
 use pocket_kernels::ggml_exact::q4_0;
 
-fn oracle() -> PathBuf {
-    let cache = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = cache.join("llama.cpp-build/bin/ggml_q4_0_oracle");
-    assert!(
-        p.exists(),
-        "oracle {} is missing: run `bash compare/provision-llama.sh` (it builds \
-         tests/oracle/*.cpp against the cached llama.cpp)",
-        p.display()
-    );
-    p
-}
-
-struct Reader {
-    b: Vec<u8>,
-    at: usize,
-}
-
-impl Reader {
-    fn bytes(&mut self, n: usize) -> &[u8] {
-        let s = &self.b[self.at..self.at + n];
-        self.at += n;
-        s
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.bytes(4).try_into().unwrap())
-    }
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
-        self.bytes(4 * n)
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-    fn blocks<T: Pod>(&mut self, n: usize) -> Vec<T> {
-        let sz = std::mem::size_of::<T>();
-        self.bytes(n * sz)
-            .chunks_exact(sz)
-            .map(bytemuck::pod_read_unaligned)
-            .collect()
-    }
-}
-
-#[derive(Default)]
-struct Tally {
-    checked: usize,
-    bad: Vec<String>,
-}
-
-impl Tally {
-    fn f32(&mut self, what: &str, i: usize, ours: f32, ggml: f32) {
-        self.checked += 1;
-        if ours.to_bits() != ggml.to_bits() && self.bad.len() < 40 {
-            self.bad
-                .push(format!("{what}[{i}]: ours {ours:e} ggml {ggml:e}"));
-        }
-    }
-    fn q8_0(&mut self, what: &str, i: usize, ours: &BlockQ8_0, ggml: &BlockQ8_0) {
-        self.checked += 1;
-        if bytemuck::bytes_of(ours) != bytemuck::bytes_of(ggml) && self.bad.len() < 40 {
-            self.bad.push(format!(
-                "{what}[{i}]: d ours {} ggml {}, codes equal {}",
-                ours.d,
-                ggml.d,
-                ours.qs == ggml.qs
-            ));
-        }
-    }
+fn q8_0(t: &mut Bits, what: &str, i: usize, ours: &BlockQ8_0, ggml: &BlockQ8_0) {
+    t.check(bytemuck::bytes_of(ours) == bytemuck::bytes_of(ggml), || {
+        format!(
+            "{what}[{i}]: d ours {} ggml {}, codes equal {}",
+            ours.d,
+            ggml.d,
+            ours.qs == ggml.qs
+        )
+    });
 }
 
 fn zero_q8_0() -> BlockQ8_0 {
@@ -92,29 +32,16 @@ fn zero_q8_0() -> BlockQ8_0 {
     }
 }
 
-fn check_seed(seed: u64, threads: usize, t: &mut Tally) {
-    let path = std::env::temp_dir().join(format!(
-        "pocket_q4_0_oracle_{}_{seed}_{threads}.bin",
-        std::process::id()
-    ));
-    let st = Command::new(oracle())
-        .arg(seed.to_string())
-        .arg(&path)
-        .env("ORACLE_THREADS", threads.to_string())
-        .output()
-        .expect("run ggml_q4_0_oracle");
-    assert!(
-        st.status.success(),
-        "oracle failed: {}",
-        String::from_utf8_lossy(&st.stderr)
+fn check_seed(seed: u64, threads: usize, t: &mut Bits) {
+    let mut r = run_oracle(
+        "ggml_q4_0_oracle",
+        seed,
+        &threads.to_string(),
+        b"GQ40",
+        |c| {
+            c.env("ORACLE_THREADS", threads.to_string());
+        },
     );
-    let mut r = Reader {
-        b: std::fs::read(&path).unwrap(),
-        at: 0,
-    };
-    let _ = std::fs::remove_file(&path);
-    assert_eq!(r.bytes(4), b"GQ40");
-    assert_eq!(r.u32(), 1);
     let mut kinds = [0usize; 5];
     let mut repacked_cases = 0;
     let mut plain_cases = 0;
@@ -141,7 +68,7 @@ fn check_seed(seed: u64, threads: usize, t: &mut Tally) {
                     }
                 }
                 for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
-                    t.q8_0(&format!("{tag} k={k}"), i, o, g);
+                    q8_0(t, &format!("{tag} k={k}"), i, o, g);
                 }
             }
             3 => {
@@ -181,7 +108,7 @@ fn check_seed(seed: u64, threads: usize, t: &mut Tally) {
             _ => panic!("unknown record kind {kind}"),
         }
     }
-    assert_eq!(r.at, r.b.len(), "trailing bytes in the oracle file");
+    r.finish();
     assert!(
         kinds[1..].iter().all(|&c| c > 0) && repacked_cases > 0 && plain_cases > 0,
         "seed {seed}: some record kinds missing: {kinds:?}"
@@ -190,19 +117,13 @@ fn check_seed(seed: u64, threads: usize, t: &mut Tally) {
 
 #[test]
 fn q4_0_twins_match_ggml_bit_for_bit() {
-    let mut t = Tally::default();
+    let mut t = Bits::default();
     for threads in [1, 2] {
         for seed in [1u64, 2, 3] {
             check_seed(seed, threads, &mut t);
         }
     }
-    assert!(
-        t.bad.is_empty(),
-        "{} of {} values differ from ggml:\n{}",
-        t.bad.len(),
-        t.checked,
-        t.bad.join("\n")
-    );
+    t.assert_clean();
     eprintln!("{} values bit-identical to ggml", t.checked);
 }
 

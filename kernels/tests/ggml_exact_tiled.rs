@@ -7,10 +7,9 @@
 //! tiled path. Build the oracle with `bash compare/provision-llama.sh`.
 #![cfg(target_arch = "x86_64")]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+use common::{run_oracle, Bits};
 
-use bytemuck::Pod;
 use pocket_kernels::formats::iq4_xs::BlockIq4Xs;
 use pocket_kernels::formats::q2_k::BlockQ2K;
 use pocket_kernels::formats::q3_k::BlockQ3K;
@@ -27,68 +26,14 @@ const Q5_K: u32 = 13;
 const Q6_K: u32 = 14;
 const IQ4_XS: u32 = 23;
 
-fn oracle() -> PathBuf {
-    let cache = std::env::var_os("POCKET_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/pocket"));
-    let p = cache.join("llama.cpp-build/bin/ggml_tiled_oracle");
-    assert!(
-        p.exists(),
-        "oracle {} is missing: run `bash compare/provision-llama.sh` (it builds \
-         tests/oracle/*.cpp against the cached llama.cpp)",
-        p.display()
-    );
-    p
-}
-
-struct Reader {
-    b: Vec<u8>,
-    at: usize,
-}
-
-impl Reader {
-    fn bytes(&mut self, n: usize) -> &[u8] {
-        let s = &self.b[self.at..self.at + n];
-        self.at += n;
-        s
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.bytes(4).try_into().unwrap())
-    }
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
-        self.bytes(4 * n)
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
-    fn blocks<T: Pod>(&mut self, n: usize) -> Vec<T> {
-        let sz = std::mem::size_of::<T>();
-        self.bytes(n * sz)
-            .chunks_exact(sz)
-            .map(bytemuck::pod_read_unaligned)
-            .collect()
-    }
-}
-
 #[derive(Default)]
 struct Tally {
-    checked: usize,
+    bits: Bits,
     cases: usize,
-    bad: Vec<String>,
     /// Outputs of the tiled cases where the vec_dot twin (the < 8-token path) differs: the
     /// gap the tiled twin closes.
     vec_dot_differs: usize,
     vec_dot_compared: usize,
-}
-
-impl Tally {
-    fn f32(&mut self, what: &str, i: usize, ours: f32, ggml: f32) {
-        self.checked += 1;
-        if ours.to_bits() != ggml.to_bits() && self.bad.len() < 40 {
-            self.bad
-                .push(format!("{what}[{i}]: ours {ours:e} ggml {ggml:e}"));
-        }
-    }
 }
 
 /// `out[token * rows + row]` of ggml's vec_dot loop for Q6_K (below the batch floor).
@@ -111,32 +56,21 @@ fn mul_mat_vec_dot_q6_k(w: &[BlockQ6K], rows: usize, x: &[f32], k: usize) -> Vec
 }
 
 fn check_file(seed: u64, force: bool, t: &mut Tally) {
-    let path = std::env::temp_dir().join(format!(
-        "pocket_tiled_oracle_{}_{seed}_{force}.bin",
-        std::process::id()
-    ));
-    let mut cmd = Command::new(oracle());
-    cmd.arg(seed.to_string()).arg(&path);
-    // The oracle must see ggml's defaults, except for the forced run.
-    cmd.env_remove("GGML_CPU_TILED_MM");
-    if force {
-        cmd.env("GGML_CPU_TILED_MM_FORCE", "1");
-    } else {
-        cmd.env_remove("GGML_CPU_TILED_MM_FORCE");
-    }
-    let st = cmd.output().expect("run ggml_tiled_oracle");
-    assert!(
-        st.status.success(),
-        "oracle failed: {}",
-        String::from_utf8_lossy(&st.stderr)
+    let mut r = run_oracle(
+        "ggml_tiled_oracle",
+        seed,
+        &force.to_string(),
+        b"GTLO",
+        |cmd| {
+            // The oracle must see ggml's defaults, except for the forced run.
+            cmd.env_remove("GGML_CPU_TILED_MM");
+            if force {
+                cmd.env("GGML_CPU_TILED_MM_FORCE", "1");
+            } else {
+                cmd.env_remove("GGML_CPU_TILED_MM_FORCE");
+            }
+        },
     );
-    let mut r = Reader {
-        b: std::fs::read(&path).unwrap(),
-        at: 0,
-    };
-    let _ = std::fs::remove_file(&path);
-    assert_eq!(r.bytes(4), b"GTLO");
-    assert_eq!(r.u32(), 1);
     assert_eq!(r.u32() == 1, force, "oracle saw the wrong force mode");
     let mut n = 0;
     loop {
@@ -207,7 +141,7 @@ fn check_file(seed: u64, force: bool, t: &mut Tally) {
                 if tiled_path { "" } else { " (vec_dot)" }
             );
             for (i, (&o, &g)) in ours.iter().zip(&ggml).enumerate() {
-                t.f32(&what, i, o, g);
+                t.bits.f32(&what, i, o, g);
             }
             if let Some(vd) = &vec_dot {
                 t.vec_dot_compared += vd.len();
@@ -219,7 +153,7 @@ fn check_file(seed: u64, force: bool, t: &mut Tally) {
             }
         }
     }
-    assert_eq!(r.at, r.b.len(), "trailing bytes in the oracle file");
+    r.finish();
     assert!(n > 0, "seed {seed}: no records");
 }
 
@@ -232,13 +166,7 @@ fn tiled_twins_match_ggml_bit_for_bit() {
     for seed in [4u64, 5] {
         check_file(seed, true, &mut t);
     }
-    assert!(
-        t.bad.is_empty(),
-        "{} of {} values differ from ggml:\n{}",
-        t.bad.len(),
-        t.checked,
-        t.bad.join("\n")
-    );
+    t.bits.assert_clean();
     // The tiled path really is different arithmetic: the vec_dot twin misses some outputs.
     assert!(
         t.vec_dot_differs > 0,
@@ -247,6 +175,6 @@ fn tiled_twins_match_ggml_bit_for_bit() {
     eprintln!(
         "{} values over {} (case, thread count) runs bit-identical to ggml; the vec_dot twin \
          differs on {} of {} tiled Q6_K outputs",
-        t.checked, t.cases, t.vec_dot_differs, t.vec_dot_compared
+        t.bits.checked, t.cases, t.vec_dot_differs, t.vec_dot_compared
     );
 }

@@ -88,3 +88,124 @@ pub fn assert_extremes_do_not_saturate(
         }
     }
 }
+
+/// The ggml oracle `name` (a `tests/oracle/*.cpp`), built into the fixture cache by
+/// `bash compare/provision-llama.sh`.
+pub fn oracle_bin(name: &str) -> PathBuf {
+    let p = cache_dir().join("llama.cpp-build/bin").join(name);
+    assert!(
+        p.exists(),
+        "oracle {} is missing: run `bash compare/provision-llama.sh` (it builds \
+         tests/oracle/*.cpp against the cached llama.cpp)",
+        p.display()
+    );
+    p
+}
+
+/// Runs the oracle `name` as `name SEED FILE` (after `setup` adds its environment) and
+/// returns a reader over the file it wrote, past its 4-byte `magic` and format version 1.
+/// `tag` tells apart the temporary files of one test process.
+pub fn run_oracle(
+    name: &str,
+    seed: u64,
+    tag: &str,
+    magic: &[u8; 4],
+    setup: impl FnOnce(&mut std::process::Command),
+) -> Reader {
+    let path = std::env::temp_dir().join(format!(
+        "pocket_{name}_{}_{seed}_{tag}.bin",
+        std::process::id()
+    ));
+    let mut cmd = std::process::Command::new(oracle_bin(name));
+    cmd.arg(seed.to_string()).arg(&path);
+    setup(&mut cmd);
+    let st = cmd.output().unwrap_or_else(|e| panic!("run {name}: {e}"));
+    assert!(
+        st.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let mut r = Reader {
+        b: std::fs::read(&path).unwrap(),
+        at: 0,
+    };
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(r.bytes(4), magic);
+    assert_eq!(r.u32(), 1);
+    r
+}
+
+/// Little-endian reader over an oracle file.
+pub struct Reader {
+    pub b: Vec<u8>,
+    pub at: usize,
+}
+
+impl Reader {
+    pub fn bytes(&mut self, n: usize) -> &[u8] {
+        let s = &self.b[self.at..self.at + n];
+        self.at += n;
+        s
+    }
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.bytes(4).try_into().unwrap())
+    }
+    pub fn f32(&mut self) -> f32 {
+        f32::from_bits(self.u32())
+    }
+    pub fn f32s(&mut self, n: usize) -> Vec<f32> {
+        self.bytes(4 * n)
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+    pub fn f16s(&mut self, n: usize) -> Vec<f16> {
+        self.bytes(2 * n)
+            .chunks_exact(2)
+            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+            .collect()
+    }
+    pub fn blocks<T: bytemuck::Pod>(&mut self, n: usize) -> Vec<T> {
+        let sz = std::mem::size_of::<T>();
+        self.bytes(n * sz)
+            .chunks_exact(sz)
+            .map(bytemuck::pod_read_unaligned)
+            .collect()
+    }
+    /// Asserts the whole file was read.
+    pub fn finish(&self) {
+        assert_eq!(self.at, self.b.len(), "trailing bytes in the oracle file");
+    }
+}
+
+/// Values compared by bits against an oracle, and the first 40 mismatches.
+#[derive(Default)]
+pub struct Bits {
+    pub checked: usize,
+    pub bad: Vec<String>,
+}
+
+impl Bits {
+    /// Counts one comparison; records `msg()` when `same` is false.
+    pub fn check(&mut self, same: bool, msg: impl FnOnce() -> String) {
+        self.checked += 1;
+        if !same && self.bad.len() < 40 {
+            self.bad.push(msg());
+        }
+    }
+    pub fn f32(&mut self, what: &str, i: usize, ours: f32, ggml: f32) {
+        self.check(ours.to_bits() == ggml.to_bits(), || {
+            format!("{what}[{i}]: ours {ours:e} ggml {ggml:e}")
+        });
+    }
+    /// Panics with the mismatches, if any.
+    pub fn assert_clean(&self) {
+        assert!(
+            self.bad.is_empty(),
+            "{} of {} values differ from ggml:\n{}",
+            self.bad.len(),
+            self.checked,
+            self.bad.join("\n")
+        );
+    }
+}
