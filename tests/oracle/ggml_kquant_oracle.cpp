@@ -31,12 +31,9 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+#include "oracle_common.h"
+
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -52,49 +49,17 @@ extern ggml_fp16_t ggml_table_gelu_f16[1 << 16];
 static const int QK_K = 256;
 static const size_t Q8K_SIZE = 4 + 256 + 32;
 
-static FILE * out_f;
-static void put(const void * p, size_t n) {
-    if (n && fwrite(p, 1, n, out_f) != n) { fprintf(stderr, "write failed\n"); exit(1); }
-}
-static void put_u32(uint32_t v) { put(&v, 4); }
-template <class T> static void put_vec(const std::vector<T> & v) { put(v.data(), v.size() * sizeof(T)); }
-
-static std::mt19937_64 rng;
-static float unif(float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); }
-static uint32_t below(uint32_t n) { return (uint32_t)(rng() % n); }
-
 // Activations ~N(0,1), 1% outliers x20; with `ties`, some 256-blocks get +m and -m at their
 // largest magnitude (the q8_K quantizers break that tie differently).
 static std::vector<float> activations(size_t n, bool ties) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto & v : x) {
-        v = nd(rng);
-        if (below(100) == 0) v *= 20.0f;
-    }
+    std::vector<float> x = normal_with_outliers(n);
     if (ties) {
         for (size_t b = 0; b + QK_K <= n; b += QK_K) {
             if (below(3) != 0) continue;
-            float m = 0;
-            for (size_t i = b; i < b + QK_K; ++i) m = std::max(m, std::fabs(x[i]));
-            m *= 1.5f;
-            const size_t i = b + below(QK_K), j = b + below(QK_K);
-            if (i == j) continue;
-            x[i] = below(2) ? m : -m;
-            x[j] = -x[i];
+            tie_extremes(x, b, QK_K);
         }
     }
     return x;
-}
-
-static uint16_t h(float f) { return ggml_fp32_to_fp16(f); }
-static void put_h(std::vector<uint8_t> & v, float f) {
-    const uint16_t b = h(f);
-    v.push_back(b & 0xff);
-    v.push_back(b >> 8);
-}
-static void rand_bytes(std::vector<uint8_t> & v, size_t n) {
-    for (size_t i = 0; i < n; ++i) v.push_back((uint8_t)rng());
 }
 
 // Random valid weight blocks of a row of k elements (finite fp16 scales).
@@ -250,15 +215,7 @@ static void geglu_case(int64_t n, int64_t rows) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s SEED OUT.bin\n", argv[0]);
-        return 2;
-    }
-    rng.seed(strtoull(argv[1], nullptr, 10));
-    out_f = fopen(argv[2], "wb");
-    if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); return 1; }
-    put("GKQO", 4);
-    put_u32(1);
+    oracle_begin(argc, argv, "GKQO");
 
     backend = ggml_backend_cpu_init();  // also runs ggml_cpu_init (the GELU table)
     // ORACLE_THREADS (default 1): the per-output arithmetic does not depend on it (chunks
@@ -308,8 +265,7 @@ int main(int argc, char ** argv) {
     geglu_case(2048, 3);
     geglu_case(37, 2);
 
-    put_u32(0);
-    fclose(out_f);
+    oracle_end();
     ggml_backend_free(backend);
     return 0;
 }

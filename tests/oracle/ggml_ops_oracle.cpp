@@ -31,12 +31,9 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+#include "oracle_common.h"
+
 #include <cstring>
-#include <random>
 #include <vector>
 
 extern "C" {
@@ -46,26 +43,6 @@ void ggml_vec_dot_q4_1_q8_1(int n, float * s, size_t bs, const void * vx, size_t
 void ggml_vec_dot_q8_0_q8_0(int n, float * s, size_t bs, const void * vx, size_t bx, const void * vy, size_t by, int nrc);
 void ggml_vec_dot_f16(int n, float * s, size_t bs, ggml_fp16_t * x, size_t bx, ggml_fp16_t * y, size_t by, int nrc);
 void ggml_vec_swiglu_f32(const int n, float * y, const float * x, const float * g);
-}
-
-static FILE * out_f;
-static void put(const void * p, size_t n) {
-    if (n && fwrite(p, 1, n, out_f) != n) { fprintf(stderr, "write failed\n"); exit(1); }
-}
-static void put_u32(uint32_t v) { put(&v, 4); }
-static void put_f32(float v) { put(&v, 4); }
-template <class T> static void put_vec(const std::vector<T> & v) { put(v.data(), v.size() * sizeof(T)); }
-
-static std::mt19937_64 rng;
-static float unif(float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); }
-static uint32_t below(uint32_t n) { return (uint32_t)(rng() % n); }
-static float gauss() { return std::normal_distribution<float>(0.0f, 1.0f)(rng); }
-
-static uint16_t h(float f) { return ggml_fp32_to_fp16(f); }
-static void put_h(std::vector<uint8_t> & v, float f) {
-    const uint16_t b = h(f);
-    v.push_back(b & 0xff);
-    v.push_back(b >> 8);
 }
 
 // Activations for the 32-element quantizers: ~N(0,1) with 1% outliers x20, and per block
@@ -315,15 +292,7 @@ static void flash_case(int DK, int DV, int n_kv, int n_vis, int n_head, int n_he
 }
 
 int main(int argc, char ** argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s SEED OUT.bin\n", argv[0]);
-        return 2;
-    }
-    rng.seed(strtoull(argv[1], nullptr, 10));
-    out_f = fopen(argv[2], "wb");
-    if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); return 1; }
-    put("GOPO", 4);
-    put_u32(1);
+    oracle_begin(argc, argv, "GOPO");
     backend = ggml_backend_cpu_init();
 
     for (int i = 0; i < 8; ++i) {
@@ -376,8 +345,7 @@ int main(int argc, char ** argv) {
     flash_case(64, 64, 200, 200, 4, 2, 100, 1.0f, th);
     flash_case(128, 128, 256, 256, 14, 2, 64 + below(64), 1.0f, { 2 });
 
-    put_u32(0);
-    fclose(out_f);
+    oracle_end();
     ggml_backend_free(backend);
     return 0;
 }

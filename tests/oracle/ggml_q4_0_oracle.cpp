@@ -27,12 +27,9 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+#include "oracle_common.h"
+
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -44,47 +41,19 @@ void ggml_vec_dot_q4_0_q8_0(int n, float * s, size_t bs, const void * vx, size_t
 
 static const size_t Q8_0_SIZE = 2 + 32;
 
-static FILE * out_f;
-static void put(const void * p, size_t n) {
-    if (n && fwrite(p, 1, n, out_f) != n) { fprintf(stderr, "write failed\n"); exit(1); }
-}
-static void put_u32(uint32_t v) { put(&v, 4); }
-template <class T> static void put_vec(const std::vector<T> & v) { put(v.data(), v.size() * sizeof(T)); }
-
-static std::mt19937_64 rng;
-static float unif(float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); }
-static uint32_t below(uint32_t n) { return (uint32_t)(rng() % n); }
-
 // Activations ~N(0,1), 1% outliers x20; some 32-blocks get +m and -m at their largest
 // magnitude, a few are all zero (amax == 0: id = 0).
 static std::vector<float> activations(size_t n) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto & v : x) {
-        v = nd(rng);
-        if (below(100) == 0) v *= 20.0f;
-    }
+    std::vector<float> x = normal_with_outliers(n);
     for (size_t b = 0; b + 32 <= n; b += 32) {
         const uint32_t c = below(40);
         if (c == 0) {
             std::fill(x.begin() + b, x.begin() + b + 32, 0.0f);
         } else if (c < 8) {
-            float m = 0;
-            for (size_t i = b; i < b + 32; ++i) m = std::max(m, std::fabs(x[i]));
-            m *= 1.5f;
-            const size_t i = b + below(32), j = b + below(32);
-            if (i == j) continue;
-            x[i] = below(2) ? m : -m;
-            x[j] = -x[i];
+            tie_extremes(x, b, 32);
         }
     }
     return x;
-}
-
-static void put_h(std::vector<uint8_t> & v, float f) {
-    const uint16_t b = ggml_fp32_to_fp16(f);
-    v.push_back(b & 0xff);
-    v.push_back(b >> 8);
 }
 
 // Random Q4_0 rows of k elements (finite fp16 scales, any nibbles).
@@ -179,15 +148,7 @@ static void dot_case(int64_t k) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s SEED OUT.bin\n", argv[0]);
-        return 2;
-    }
-    rng.seed(strtoull(argv[1], nullptr, 10));
-    out_f = fopen(argv[2], "wb");
-    if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); return 1; }
-    put("GQ40", 4);
-    put_u32(1);
+    oracle_begin(argc, argv, "GQ40");
 
     backend = ggml_backend_cpu_init();
     // ORACLE_THREADS (default 1): chunks and tiles split outputs, never one output's sum.
@@ -225,8 +186,7 @@ int main(int argc, char ** argv) {
     }
     mul_mat_case(896, 151, { 1, 2, 7, 16 });  // plain, a vocabulary-like odd row count
 
-    put_u32(0);
-    fclose(out_f);
+    oracle_end();
     ggml_backend_free(backend);
     return 0;
 }

@@ -23,60 +23,26 @@
 #include "ggml.h"
 #include "ggml-cpu.h"
 
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+#include "oracle_common.h"
+
 #include <cstring>
-#include <random>
 #include <vector>
 
 static const int QK_K = 256;
 
-static FILE * out_f;
-static void put(const void * p, size_t n) {
-    if (n && fwrite(p, 1, n, out_f) != n) { fprintf(stderr, "write failed\n"); exit(1); }
-}
-static void put_u32(uint32_t v) { put(&v, 4); }
-template <class T> static void put_vec(const std::vector<T> & v) { put(v.data(), v.size() * sizeof(T)); }
-
-static std::mt19937_64 rng;
-static float unif(float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); }
-static uint32_t below(uint32_t n) { return (uint32_t)(rng() % n); }
-
 // Activations ~N(0,1), 1% outliers x20, some 256-blocks with +m and -m at their largest
 // magnitude (as in ggml_kquant_oracle.cpp), and now and then an all-zero block (d = 0).
 static std::vector<float> activations(size_t n) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto & v : x) {
-        v = nd(rng);
-        if (below(100) == 0) v *= 20.0f;
-    }
+    std::vector<float> x = normal_with_outliers(n);
     for (size_t b = 0; b + QK_K <= n; b += QK_K) {
         const uint32_t r = below(40);
         if (r == 0) {
             std::fill(x.begin() + b, x.begin() + b + QK_K, 0.0f);
         } else if (r < 14) {
-            float m = 0;
-            for (size_t i = b; i < b + QK_K; ++i) m = std::max(m, std::fabs(x[i]));
-            m *= 1.5f;
-            const size_t i = b + below(QK_K), j = b + below(QK_K);
-            if (i == j) continue;
-            x[i] = below(2) ? m : -m;
-            x[j] = -x[i];
+            tie_extremes(x, b, QK_K);
         }
     }
     return x;
-}
-
-static void put_h(std::vector<uint8_t> & v, float f) {
-    const uint16_t b = ggml_fp32_to_fp16(f);
-    v.push_back(b & 0xff);
-    v.push_back(b >> 8);
-}
-static void rand_bytes(std::vector<uint8_t> & v, size_t n) {
-    for (size_t i = 0; i < n; ++i) v.push_back((uint8_t)rng());
 }
 
 // Random valid weight blocks (finite fp16 scales, any code/scale bytes).
@@ -156,17 +122,9 @@ static void mul_mat_case(ggml_type t, int64_t k, int64_t rows, int64_t tokens) {
 }
 
 int main(int argc, char ** argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s SEED OUT.bin\n", argv[0]);
-        return 2;
-    }
-    rng.seed(strtoull(argv[1], nullptr, 10));
-    out_f = fopen(argv[2], "wb");
-    if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); return 1; }
+    oracle_begin(argc, argv, "GTLO");
     const char * fe = getenv("GGML_CPU_TILED_MM_FORCE");
     const bool forced = fe != nullptr && atoi(fe) == 1;  // ggml_tiled_matmul_forced()
-    put("GTLO", 4);
-    put_u32(1);
     put_u32(forced);
 
     ggml_cpu_init();
@@ -203,7 +161,6 @@ int main(int argc, char ** argv) {
         mul_mat_case(GGML_TYPE_Q6_K, 2048, 640, 7);
     }
 
-    put_u32(0);
-    fclose(out_f);
+    oracle_end();
     return 0;
 }

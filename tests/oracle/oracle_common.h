@@ -1,0 +1,81 @@
+// Shared by the ggml_*_oracle.cpp oracles (a header, not a .cpp: provision-llama.sh builds
+// every tests/oracle/*.cpp into a binary): the output file, the seeded RNG and its
+// random-data helpers, and the "PROG SEED OUT.bin" command line.
+#pragma once
+
+#include "ggml.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+static FILE * out_f;
+static inline void put(const void * p, size_t n) {
+    if (n && fwrite(p, 1, n, out_f) != n) { fprintf(stderr, "write failed\n"); exit(1); }
+}
+static inline void put_u32(uint32_t v) { put(&v, 4); }
+static inline void put_f32(float v) { put(&v, 4); }
+template <class T> static inline void put_vec(const std::vector<T> & v) { put(v.data(), v.size() * sizeof(T)); }
+
+static std::mt19937_64 rng;
+static inline float unif(float a, float b) { return std::uniform_real_distribution<float>(a, b)(rng); }
+static inline uint32_t below(uint32_t n) { return (uint32_t)(rng() % n); }
+// A fresh distribution per value (unlike normal_with_outliers, which keeps one).
+static inline float gauss() { return std::normal_distribution<float>(0.0f, 1.0f)(rng); }
+
+static inline uint16_t h(float f) { return ggml_fp32_to_fp16(f); }
+static inline void put_h(std::vector<uint8_t> & v, float f) {
+    const uint16_t b = h(f);
+    v.push_back(b & 0xff);
+    v.push_back(b >> 8);
+}
+static inline void rand_bytes(std::vector<uint8_t> & v, size_t n) {
+    for (size_t i = 0; i < n; ++i) v.push_back((uint8_t)rng());
+}
+
+// n values ~N(0,1) (one distribution for all of them), 1% outliers x20.
+static inline std::vector<float> normal_with_outliers(size_t n) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto & v : x) {
+        v = nd(rng);
+        if (below(100) == 0) v *= 20.0f;
+    }
+    return x;
+}
+
+// Puts +m and -m (m = 1.5x the largest magnitude) at two random places of x[b, b + len),
+// unless both draws hit the same place.
+static inline void tie_extremes(std::vector<float> & x, size_t b, size_t len) {
+    float m = 0;
+    for (size_t i = b; i < b + len; ++i) m = std::max(m, std::fabs(x[i]));
+    m *= 1.5f;
+    const size_t i = b + below(len), j = b + below(len);
+    if (i == j) return;
+    x[i] = below(2) ? m : -m;
+    x[j] = -x[i];
+}
+
+// "PROG SEED OUT.bin": seeds the RNG, opens OUT.bin and writes the 4-byte magic and
+// version 1 (exits 2 on a wrong command line, 1 when the file cannot be written).
+static inline void oracle_begin(int argc, char ** argv, const char * magic) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SEED OUT.bin\n", argv[0]);
+        exit(2);
+    }
+    rng.seed(strtoull(argv[1], nullptr, 10));
+    out_f = fopen(argv[2], "wb");
+    if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); exit(1); }
+    put(magic, 4);
+    put_u32(1);
+}
+
+// The END record; closes the file.
+static inline void oracle_end() {
+    put_u32(0);
+    fclose(out_f);
+}
