@@ -3,23 +3,10 @@
 //! products each (`maddubs` + `madd`), converted to f32 and fused-multiply-added into an
 //! eight-lane accumulator with the block's scale product; [`hsum8`] at the end.
 
-use super::{h2f, hsum8};
+use super::{fma_lanes, h2f, hsum8};
 use crate::formats::q4_1::BlockQ4_1;
 use crate::formats::q8_0::BlockQ8_0;
 use crate::formats::q8_1::BlockQ8_1;
-
-/// The eight int32 lanes of `mul_sum_*_pairs_float` for 32 weight codes `w` and 32
-/// activation codes `a`: lane `j` sums the products of elements `4j..4j+4`. No step
-/// saturates for these code ranges (|pair sum| <= 2·128·127 < 2^15).
-#[inline]
-fn lanes(w: &[i32; 32], a: &[i8; 32]) -> [f32; 8] {
-    let mut out = [0f32; 8];
-    for (j, o) in out.iter_mut().enumerate() {
-        let s: i32 = (4 * j..4 * j + 4).map(|k| w[k] * a[k] as i32).sum();
-        *o = s as f32;
-    }
-    out
-}
 
 /// `bytes_from_nibbles_32`: low nibbles are elements 0..16, high nibbles 16..32.
 #[inline]
@@ -47,10 +34,8 @@ fn vec_dot_q4_1_q8_1_body(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
         // `summs += m * s`: GCC contracts it into one vfmadd231ss.
         summs = h2f(bx.m).mul_add(h2f(by.s), summs);
         let d0d1 = d0 * d1;
-        let xy = lanes(&nibbles(&bx.qs), &by.qs);
-        for l in 0..8 {
-            acc[l] = d0d1.mul_add(xy[l], acc[l]);
-        }
+        // Lanes: no step saturates for these code ranges (|pair sum| <= 2·128·127 < 2^15).
+        fma_lanes(&mut acc, d0d1, &nibbles(&bx.qs), &by.qs);
     }
     hsum8(&acc) + summs
 }
@@ -67,10 +52,7 @@ fn vec_dot_q8_0_q8_0_body(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     for (bx, by) in x.iter().zip(y) {
         let d = h2f(bx.d) * h2f(by.d);
         let w: [i32; 32] = std::array::from_fn(|k| bx.qs[k] as i32);
-        let xy = lanes(&w, &by.qs);
-        for l in 0..8 {
-            acc[l] = d.mul_add(xy[l], acc[l]);
-        }
+        fma_lanes(&mut acc, d, &w, &by.qs);
     }
     hsum8(&acc)
 }

@@ -69,6 +69,18 @@ pub fn hsum8(x: &[f32; 8]) -> f32 {
     a + b
 }
 
+/// One 32-element block of the eight-lane quantized dots (`mul_sum_*_pairs_float`, then
+/// `_mm256_fmadd_ps`): lane `l` is the exact int32 sum of `w[k]·a[k]` over `k` in
+/// `4l..4l+4` (no step of ggml's saturates for these code ranges), converted to f32 and
+/// fused-multiply-added into `acc[l]` with the block's scale product `d`.
+#[inline(always)]
+pub(crate) fn fma_lanes(acc: &mut [f32; 8], d: f32, w: &[i32; 32], a: &[i8; 32]) {
+    for (l, acc_l) in acc.iter_mut().enumerate() {
+        let s: i32 = (4 * l..4 * l + 4).map(|k| w[k] * a[k] as i32).sum();
+        *acc_l = d.mul_add(s as f32, *acc_l);
+    }
+}
+
 /// `GGML_F32x8_REDUCE` over four accumulators (the f16/f32 vector dot products): (0+2, 1+3),
 /// then (0+1), then the halves of that register added lane-wise and two `hadd`s.
 #[inline]

@@ -27,7 +27,7 @@
 //! [`vec_dot_q4_0_q8_0`], a different rounding from the repacked kernels (eight partial
 //! accumulators and a horizontal sum instead of one accumulator of whole-block sums).
 
-use super::{h2f, hsum8};
+use super::{fma_lanes, h2f, hsum8};
 use crate::formats::q4_0::{BlockQ4_0, QK4_0};
 use crate::formats::q8_0::BlockQ8_0;
 
@@ -106,11 +106,7 @@ fn vec_dot_q4_0_q8_0_body(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let mut acc = [0f32; 8];
     for (bx, by) in x.iter().zip(y) {
         let d = h2f(bx.d) * h2f(by.d);
-        let w = codes(bx);
-        for (l, a) in acc.iter_mut().enumerate() {
-            let s: i32 = (4 * l..4 * l + 4).map(|k| w[k] * by.qs[k] as i32).sum();
-            *a = d.mul_add(s as f32, *a);
-        }
+        fma_lanes(&mut acc, d, &codes(bx), &by.qs);
     }
     hsum8(&acc)
 }

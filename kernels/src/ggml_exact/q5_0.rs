@@ -7,7 +7,7 @@
 //! the tiles only change which outputs share loads, never one output's sum order). So
 //! this one function is the twin of both the decode and the prompt path.
 
-use super::{h2f, hsum8};
+use super::{fma_lanes, h2f, hsum8};
 use crate::formats::q5_0::BlockQ5_0;
 use crate::formats::q8_0::BlockQ8_0;
 
@@ -44,11 +44,7 @@ fn vec_dot_q5_0_q8_0_body(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
         // `GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d)` (sgemm: `da * db`
         // with A the weights: the same product).
         let d = h2f(bx.d) * h2f(by.d);
-        let w = codes(bx);
-        for (l, a) in acc.iter_mut().enumerate() {
-            let s: i32 = (4 * l..4 * l + 4).map(|k| w[k] * by.qs[k] as i32).sum();
-            *a = d.mul_add(s as f32, *a);
-        }
+        fma_lanes(&mut acc, d, &codes(bx), &by.qs);
     }
     hsum8(&acc)
 }

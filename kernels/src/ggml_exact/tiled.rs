@@ -322,36 +322,31 @@ fn mul_mat_tiled<W>(
     out
 }
 
-/// The tiled Q6_K `mul_mat` (what llama.cpp runs for a Q6_K weight and `n_tokens >= 8`,
-/// see [`takes_tiled_path`]; the arithmetic is the same for any `n_tokens`, thread count
-/// and shape). `x` holds `n_tokens` rows of `k` floats; returns `out[token * n_rows + row]`.
-pub fn mul_mat_tiled_q6_k(w: &[BlockQ6K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    mul_mat_tiled(w, n_rows, x, k, dot_tiled_q6_k)
+/// `pub fn $name(w: &[$block], n_rows, x, k) -> Vec<f32>`: `mul_mat_tiled` with `$dot`.
+macro_rules! mul_mat_tiled_fns {
+    ($($(#[$m:meta])* $name:ident($block:ty) => $dot:ident;)*) => {$(
+        $(#[$m])*
+        pub fn $name(w: &[$block], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
+            mul_mat_tiled(w, n_rows, x, k, $dot)
+        }
+    )*};
 }
 
-/// The tiled Q4_K `mul_mat`, for Q4_K weights that were *not* repacked (a repacked Q4_K
-/// weight goes to [`super::q4_k::mul_mat_q4_k_repacked`] instead). Layout as
-/// [`mul_mat_tiled_q6_k`].
-pub fn mul_mat_tiled_q4_k(w: &[BlockQ4K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    mul_mat_tiled(w, n_rows, x, k, dot_tiled_q4_k)
-}
-
-/// The tiled Q5_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
-pub fn mul_mat_tiled_q5_k(w: &[BlockQ5K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    mul_mat_tiled(w, n_rows, x, k, dot_tiled_q5_k)
-}
-
-/// The tiled Q3_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
-pub fn mul_mat_tiled_q3_k(w: &[BlockQ3K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    mul_mat_tiled(w, n_rows, x, k, dot_tiled_q3_k)
-}
-
-/// The tiled Q2_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
-pub fn mul_mat_tiled_q2_k(w: &[BlockQ2K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    mul_mat_tiled(w, n_rows, x, k, dot_tiled_q2_k)
-}
-
-/// The tiled IQ4_XS `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
-pub fn mul_mat_tiled_iq4_xs(w: &[BlockIq4Xs], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    mul_mat_tiled(w, n_rows, x, k, dot_tiled_iq4_xs)
+mul_mat_tiled_fns! {
+    /// The tiled Q6_K `mul_mat` (what llama.cpp runs for a Q6_K weight and `n_tokens >= 8`,
+    /// see [`takes_tiled_path`]; the arithmetic is the same for any `n_tokens`, thread count
+    /// and shape). `x` holds `n_tokens` rows of `k` floats; returns `out[token * n_rows + row]`.
+    mul_mat_tiled_q6_k(BlockQ6K) => dot_tiled_q6_k;
+    /// The tiled Q4_K `mul_mat`, for Q4_K weights that were *not* repacked (a repacked Q4_K
+    /// weight goes to [`super::q4_k::mul_mat_q4_k_repacked`] instead). Layout as
+    /// [`mul_mat_tiled_q6_k`].
+    mul_mat_tiled_q4_k(BlockQ4K) => dot_tiled_q4_k;
+    /// The tiled Q5_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
+    mul_mat_tiled_q5_k(BlockQ5K) => dot_tiled_q5_k;
+    /// The tiled Q3_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
+    mul_mat_tiled_q3_k(BlockQ3K) => dot_tiled_q3_k;
+    /// The tiled Q2_K `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
+    mul_mat_tiled_q2_k(BlockQ2K) => dot_tiled_q2_k;
+    /// The tiled IQ4_XS `mul_mat`. Layout as [`mul_mat_tiled_q6_k`].
+    mul_mat_tiled_iq4_xs(BlockIq4Xs) => dot_tiled_iq4_xs;
 }
