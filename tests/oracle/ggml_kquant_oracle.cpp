@@ -99,13 +99,7 @@ static std::vector<uint8_t> weights(ggml_type t, int64_t k, int64_t rows) {
     return v;
 }
 
-static ggml_backend_t backend;
 static ggml_backend_buffer_type_t repack_buft;
-
-static ggml_context * new_ctx(int n_tensors) {
-    ggml_init_params ip = { ggml_tensor_overhead() * n_tensors + ggml_graph_overhead(), nullptr, true };
-    return ggml_init(ip);
-}
 
 static void mul_mat_case(ggml_type t, int64_t k, int64_t rows, int64_t tokens, bool repack) {
     const std::vector<uint8_t> w = weights(t, k, rows);
@@ -125,7 +119,7 @@ static void mul_mat_case(ggml_type t, int64_t k, int64_t rows, int64_t tokens, b
     ggml_build_forward_expand(gf, Y);
     ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
     ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4);
-    if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+    compute_graph(gf);
     std::vector<float> y(rows * tokens);
     ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
 
@@ -206,7 +200,7 @@ static void geglu_case(int64_t n, int64_t rows) {
     ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
     ggml_backend_tensor_set(G, g.data(), 0, g.size() * 4);
     ggml_backend_tensor_set(U, u.data(), 0, u.size() * 4);
-    if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+    compute_graph(gf);
     std::vector<float> y(n * rows);
     ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
     put_u32(5); put_u32(n); put_u32(rows); put_vec(g); put_vec(u); put_vec(y);
@@ -217,19 +211,7 @@ static void geglu_case(int64_t n, int64_t rows) {
 int main(int argc, char ** argv) {
     oracle_begin(argc, argv, "GKQO");
 
-    backend = ggml_backend_cpu_init();  // also runs ggml_cpu_init (the GELU table)
-    // ORACLE_THREADS (default 1): the per-output arithmetic does not depend on it (chunks
-    // and sgemm tiles split outputs, never one output's sum), which this lets one check.
-    const char * nt = getenv("ORACLE_THREADS");
-    ggml_backend_cpu_set_n_threads(backend, nt ? atoi(nt) : 1);
-    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
-    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
-    if (get_extra) {
-        for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b) {
-            if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") repack_buft = *b;
-        }
-    }
-    if (!repack_buft) { fprintf(stderr, "no CPU_REPACK buffer type in this build\n"); return 1; }
+    repack_buft = init_backend_with_repack();  // also the GELU table (ggml_cpu_init)
 
     put_u32(6);
     put(ggml_table_gelu_f16, sizeof(ggml_table_gelu_f16));

@@ -199,16 +199,9 @@ static void swiglu_case(int n) {
     put_u32(6); put_u32(n); put_vec(x); put_vec(g); put_vec(y);
 }
 
-static ggml_backend_t backend;
-
-static ggml_context * new_ctx(int n_tensors) {
-    ggml_init_params ip = { ggml_tensor_overhead() * n_tensors + ggml_graph_overhead(), nullptr, true };
-    return ggml_init(ip);
-}
-
 static void compute(ggml_cgraph * gf, int threads) {
     ggml_backend_cpu_set_n_threads(backend, threads);
-    if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+    compute_graph(gf);
 }
 
 static void rope_case(int mode, int head_dim, int n_dims, float base, int n_head, int n_pos) {

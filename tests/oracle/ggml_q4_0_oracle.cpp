@@ -67,13 +67,7 @@ static std::vector<uint8_t> weights(int64_t k, int64_t rows) {
     return v;
 }
 
-static ggml_backend_t backend;
 static ggml_backend_buffer_type_t repack_buft;
-
-static ggml_context * new_ctx(int n_tensors) {
-    ggml_init_params ip = { ggml_tensor_overhead() * n_tensors + ggml_graph_overhead(), nullptr, true };
-    return ggml_init(ip);
-}
 
 // One weight, several token counts; the weight is in the CPU_REPACK buffer when
 // rows % 8 == 0 (as llama.cpp places it), else in the plain CPU buffer.
@@ -100,7 +94,7 @@ static void mul_mat_case(int64_t k, int64_t rows, const std::vector<int64_t> & t
         ggml_build_forward_expand(gf, Y);
         ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
         ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4);
-        if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+        compute_graph(gf);
         std::vector<float> y(rows * tokens);
         ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
         put_u32(tokens); put_vec(x); put_vec(y);
@@ -150,18 +144,7 @@ static void dot_case(int64_t k) {
 int main(int argc, char ** argv) {
     oracle_begin(argc, argv, "GQ40");
 
-    backend = ggml_backend_cpu_init();
-    // ORACLE_THREADS (default 1): chunks and tiles split outputs, never one output's sum.
-    const char * nt = getenv("ORACLE_THREADS");
-    ggml_backend_cpu_set_n_threads(backend, nt ? atoi(nt) : 1);
-    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
-    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
-    if (get_extra) {
-        for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b) {
-            if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") repack_buft = *b;
-        }
-    }
-    if (!repack_buft) { fprintf(stderr, "no CPU_REPACK buffer type in this build\n"); return 1; }
+    repack_buft = init_backend_with_repack();
 
     for (int i = 0; i < 8; ++i) {
         quant_case(32 * (1 + below(96)));

@@ -4,6 +4,8 @@
 #pragma once
 
 #include "ggml.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 static FILE * out_f;
@@ -72,6 +75,39 @@ static inline void oracle_begin(int argc, char ** argv, const char * magic) {
     if (!out_f) { fprintf(stderr, "cannot write %s\n", argv[2]); exit(1); }
     put(magic, 4);
     put_u32(1);
+}
+
+// The CPU backend the graph oracles compute on.
+[[maybe_unused]] static ggml_backend_t backend;
+
+// A context for `n_tensors` tensors and a graph, without data (allocated in a backend buffer).
+static inline ggml_context * new_ctx(int n_tensors) {
+    ggml_init_params ip = { ggml_tensor_overhead() * n_tensors + ggml_graph_overhead(), nullptr, true };
+    return ggml_init(ip);
+}
+
+// Computes gf on `backend` (exits 1 on failure).
+static inline void compute_graph(ggml_cgraph * gf) {
+    if (ggml_backend_graph_compute(backend, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "compute\n"); exit(1); }
+}
+
+// Starts `backend` (which also runs ggml_cpu_init) at ORACLE_THREADS threads (default 1:
+// chunks and sgemm tiles split outputs, never one output's sum, which other thread counts
+// let one check) and returns its CPU_REPACK buffer type (exits 1 when the build has none).
+static inline ggml_backend_buffer_type_t init_backend_with_repack() {
+    backend = ggml_backend_cpu_init();
+    const char * nt = getenv("ORACLE_THREADS");
+    ggml_backend_cpu_set_n_threads(backend, nt ? atoi(nt) : 1);
+    ggml_backend_buffer_type_t repack = nullptr;
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    auto get_extra = (ggml_backend_dev_get_extra_bufts_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    if (get_extra) {
+        for (ggml_backend_buffer_type_t * b = get_extra(ggml_backend_reg_dev_get(reg, 0)); b && *b; ++b) {
+            if (std::string(ggml_backend_buft_name(*b)) == "CPU_REPACK") repack = *b;
+        }
+    }
+    if (!repack) { fprintf(stderr, "no CPU_REPACK buffer type in this build\n"); exit(1); }
+    return repack;
 }
 
 // The END record; closes the file.
