@@ -6,9 +6,7 @@
 #![cfg(target_arch = "x86_64")]
 
 mod common;
-use common::{run_oracle, Bits};
-
-use bytemuck::Pod;
+use common::{mul_mat_rows, run_oracle, Bits};
 
 use half::f16;
 use pocket_kernels::formats::q4_k::BlockQ4K;
@@ -48,30 +46,6 @@ fn zero_q8_0() -> BlockQ8_0 {
         d: f16::ZERO,
         qs: [0; 32],
     }
-}
-
-/// `out[token * rows + row]` = ggml's per-row vec_dot after quantizing each token.
-#[allow(clippy::too_many_arguments)]
-fn mul_mat_rows<W: Pod, A: Clone>(
-    w: &[W],
-    rows: usize,
-    x: &[f32],
-    k: usize,
-    blk: usize,
-    zero: A,
-    quant: impl Fn(&[f32], &mut [A]),
-    dot: impl Fn(&[W], &[A]) -> f32,
-) -> Vec<f32> {
-    let nb = k / blk;
-    let mut out = Vec::new();
-    let mut a = vec![zero; nb];
-    for xt in x.chunks_exact(k) {
-        quant(xt, &mut a);
-        for r in 0..rows {
-            out.push(dot(&w[r * nb..(r + 1) * nb], &a));
-        }
-    }
-    out
 }
 
 fn check_seed(seed: u64, t: &mut Bits) {
@@ -128,13 +102,11 @@ fn check_seed(seed: u64, t: &mut Bits) {
                 let ours = match ty {
                     Q4_K => {
                         assert!(repacked);
-                        let w: Vec<BlockQ4K> = r.blocks(rows * k / 256);
-                        let x = r.f32s(tokens * k);
+                        let (w, x) = r.weight_and_x::<BlockQ4K>(rows, k, 256, tokens);
                         q4_k::mul_mat_q4_k_repacked(&w, rows, &x, k)
                     }
                     Q6_K => {
-                        let w: Vec<BlockQ6K> = r.blocks(rows * k / 256);
-                        let x = r.f32s(tokens * k);
+                        let (w, x) = r.weight_and_x::<BlockQ6K>(rows, k, 256, tokens);
                         mul_mat_rows(
                             &w,
                             rows,
@@ -147,8 +119,7 @@ fn check_seed(seed: u64, t: &mut Bits) {
                         )
                     }
                     Q5_0 => {
-                        let w: Vec<BlockQ5_0> = r.blocks(rows * k / 32);
-                        let x = r.f32s(tokens * k);
+                        let (w, x) = r.weight_and_x::<BlockQ5_0>(rows, k, 32, tokens);
                         mul_mat_rows(
                             &w,
                             rows,
@@ -161,8 +132,7 @@ fn check_seed(seed: u64, t: &mut Bits) {
                         )
                     }
                     Q8_0 => {
-                        let w: Vec<BlockQ8_0> = r.blocks(rows * k / 32);
-                        let x = r.f32s(tokens * k);
+                        let (w, x) = r.weight_and_x::<BlockQ8_0>(rows, k, 32, tokens);
                         mul_mat_rows(
                             &w,
                             rows,

@@ -8,13 +8,9 @@
 #![cfg(target_arch = "x86_64")]
 
 mod common;
-use common::{run_oracle, Bits};
+use bytemuck::Pod;
+use common::{mul_mat_rows, run_oracle, Bits, Reader};
 
-use pocket_kernels::formats::iq4_xs::BlockIq4Xs;
-use pocket_kernels::formats::q2_k::BlockQ2K;
-use pocket_kernels::formats::q3_k::BlockQ3K;
-use pocket_kernels::formats::q4_k::BlockQ4K;
-use pocket_kernels::formats::q5_k::BlockQ5K;
 use pocket_kernels::formats::q6_k::BlockQ6K;
 use pocket_kernels::formats::q8_k::BlockQ8K;
 use pocket_kernels::ggml_exact::{q6_k, q8_k, tiled};
@@ -36,23 +32,14 @@ struct Tally {
     vec_dot_compared: usize,
 }
 
-/// `out[token * rows + row]` of ggml's vec_dot loop for Q6_K (below the batch floor).
-fn mul_mat_vec_dot_q6_k(w: &[BlockQ6K], rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    let nb = k / 256;
-    let zero = BlockQ8K {
-        d: 0.0,
-        qs: [0; 256],
-        bsums: [0; 16],
-    };
-    let mut a = vec![zero; nb];
-    let mut out = Vec::new();
-    for xt in x.chunks_exact(k) {
-        q8_k::quantize_row_q8_k(xt, &mut a);
-        for r in 0..rows {
-            out.push(q6_k::vec_dot_q6_k_q8_k(&w[r * nb..(r + 1) * nb], &a));
-        }
-    }
-    out
+/// A tiled-only record's `mul_mat` (`W` weight blocks of 256) by the twin `mm`.
+fn tiled_mul_mat<W: Pod>(
+    r: &mut Reader,
+    (rows, k, tokens): (usize, usize, usize),
+    mm: fn(&[W], usize, &[f32], usize) -> Vec<f32>,
+) -> Vec<f32> {
+    let (w, x) = r.weight_and_x::<W>(rows, k, 256, tokens);
+    mm(&w, rows, &x, k)
 }
 
 fn check_file(seed: u64, force: bool, t: &mut Tally) {
@@ -84,50 +71,34 @@ fn check_file(seed: u64, force: bool, t: &mut Tally) {
         let k = r.u32() as usize;
         let rows = r.u32() as usize;
         let tokens = r.u32() as usize;
-        let nb = rows * k / 256;
         // Below the batch floor without the force switch ggml runs vec_dot (Q6_K only here).
         let tiled_path = force || tiled::takes_tiled_path(tokens);
+        assert!(ty == Q6_K || tiled_path, "type {ty} below the batch floor");
+        let dims = (rows, k, tokens);
         let (ours, vec_dot) = match ty {
             Q6_K => {
-                let w: Vec<BlockQ6K> = r.blocks(nb);
-                let x = r.f32s(tokens * k);
-                let vd = mul_mat_vec_dot_q6_k(&w, rows, &x, k);
+                let (w, x) = r.weight_and_x::<BlockQ6K>(rows, k, 256, tokens);
+                let zero = BlockQ8K {
+                    d: 0.0,
+                    qs: [0; 256],
+                    bsums: [0; 16],
+                };
+                let (quant, dot) = (q8_k::quantize_row_q8_k, q6_k::vec_dot_q6_k_q8_k);
+                let vd = mul_mat_rows(&w, rows, &x, k, 256, zero, quant, dot);
                 if tiled_path {
                     (tiled::mul_mat_tiled_q6_k(&w, rows, &x, k), Some(vd))
                 } else {
                     (vd, None)
                 }
             }
-            Q4_K => {
-                assert!(tiled_path);
-                let w: Vec<BlockQ4K> = r.blocks(nb);
-                let x = r.f32s(tokens * k);
-                (tiled::mul_mat_tiled_q4_k(&w, rows, &x, k), None)
-            }
-            Q5_K => {
-                assert!(tiled_path);
-                let w: Vec<BlockQ5K> = r.blocks(nb);
-                let x = r.f32s(tokens * k);
-                (tiled::mul_mat_tiled_q5_k(&w, rows, &x, k), None)
-            }
-            Q3_K => {
-                assert!(tiled_path);
-                let w: Vec<BlockQ3K> = r.blocks(nb);
-                let x = r.f32s(tokens * k);
-                (tiled::mul_mat_tiled_q3_k(&w, rows, &x, k), None)
-            }
-            Q2_K => {
-                assert!(tiled_path);
-                let w: Vec<BlockQ2K> = r.blocks(nb);
-                let x = r.f32s(tokens * k);
-                (tiled::mul_mat_tiled_q2_k(&w, rows, &x, k), None)
-            }
-            IQ4_XS => {
-                assert!(tiled_path);
-                let w: Vec<BlockIq4Xs> = r.blocks(nb);
-                let x = r.f32s(tokens * k);
-                (tiled::mul_mat_tiled_iq4_xs(&w, rows, &x, k), None)
-            }
+            Q4_K => (tiled_mul_mat(&mut r, dims, tiled::mul_mat_tiled_q4_k), None),
+            Q5_K => (tiled_mul_mat(&mut r, dims, tiled::mul_mat_tiled_q5_k), None),
+            Q3_K => (tiled_mul_mat(&mut r, dims, tiled::mul_mat_tiled_q3_k), None),
+            Q2_K => (tiled_mul_mat(&mut r, dims, tiled::mul_mat_tiled_q2_k), None),
+            IQ4_XS => (
+                tiled_mul_mat(&mut r, dims, tiled::mul_mat_tiled_iq4_xs),
+                None,
+            ),
             _ => panic!("unknown type {ty}"),
         };
         let runs = r.u32();

@@ -172,6 +172,18 @@ impl Reader {
             .map(bytemuck::pod_read_unaligned)
             .collect()
     }
+    /// A `mul_mat` record's operands: a weight of `rows` rows of `k / qk` blocks `W`, then
+    /// `tokens` rows of `k` floats.
+    pub fn weight_and_x<W: bytemuck::Pod>(
+        &mut self,
+        rows: usize,
+        k: usize,
+        qk: usize,
+        tokens: usize,
+    ) -> (Vec<W>, Vec<f32>) {
+        let w = self.blocks(rows * k / qk);
+        (w, self.f32s(tokens * k))
+    }
     /// Asserts the whole file was read.
     pub fn finish(&self) {
         assert_eq!(self.at, self.b.len(), "trailing bytes in the oracle file");
@@ -208,4 +220,29 @@ impl Bits {
             self.bad.join("\n")
         );
     }
+}
+
+/// ggml's vec_dot `mul_mat`: each token of `x` (rows of `k` floats) quantized by `quant`
+/// into `k / qk` blocks, then `out[token * rows + row]` = `dot(weight row, token)`.
+#[allow(clippy::too_many_arguments)]
+pub fn mul_mat_rows<W, A: Clone>(
+    w: &[W],
+    rows: usize,
+    x: &[f32],
+    k: usize,
+    qk: usize,
+    zero: A,
+    quant: impl Fn(&[f32], &mut [A]),
+    dot: impl Fn(&[W], &[A]) -> f32,
+) -> Vec<f32> {
+    let nb = k / qk;
+    let mut out = Vec::new();
+    let mut a = vec![zero; nb];
+    for xt in x.chunks_exact(k) {
+        quant(xt, &mut a);
+        for r in 0..rows {
+            out.push(dot(&w[r * nb..(r + 1) * nb], &a));
+        }
+    }
+    out
 }
