@@ -74,12 +74,7 @@ static ggml_backend_buffer_type_t repack_buft;
 static void mul_mat_case(int64_t k, int64_t rows, const std::vector<int64_t> & token_counts) {
     const bool repack = rows % 8 == 0;
     const std::vector<uint8_t> w = weights(k, rows);
-    ggml_context * wctx = new_ctx(1);
-    ggml_tensor * W = ggml_new_tensor_2d(wctx, GGML_TYPE_Q4_0, k, rows);
-    ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(
-        wctx, repack ? repack_buft : ggml_backend_cpu_buffer_type());
-    ggml_backend_tensor_set(W, w.data(), 0, w.size());
-    if (repack && W->extra == nullptr) { fprintf(stderr, "Q4_0 weight was not repacked\n"); exit(1); }
+    weight_tensor W = new_weight(GGML_TYPE_Q4_0, k, rows, w, repack ? repack_buft : nullptr);
 
     put_u32(4);
     put_u32(k); put_u32(rows); put_u32(repack);
@@ -87,22 +82,10 @@ static void mul_mat_case(int64_t k, int64_t rows, const std::vector<int64_t> & t
     put_u32(token_counts.size());
     for (int64_t tokens : token_counts) {
         const std::vector<float> x = activations(k * tokens);
-        ggml_context * cctx = new_ctx(4);
-        ggml_tensor * X = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, k, tokens);
-        ggml_tensor * Y = ggml_mul_mat(cctx, W, X);
-        ggml_cgraph * gf = ggml_new_graph(cctx);
-        ggml_build_forward_expand(gf, Y);
-        ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
-        ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4);
-        compute_graph(gf);
-        std::vector<float> y(rows * tokens);
-        ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
+        const std::vector<float> y = mul_mat_graph(W.t, x, tokens);
         put_u32(tokens); put_vec(x); put_vec(y);
-        ggml_backend_buffer_free(cbuf);
-        ggml_free(cctx);
     }
-    ggml_backend_buffer_free(wbuf);
-    ggml_free(wctx);
+    free_weight(W);
 }
 
 static void quant_case(int64_t k) {

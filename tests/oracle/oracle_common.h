@@ -110,6 +110,48 @@ static inline ggml_backend_buffer_type_t init_backend_with_repack() {
     return repack;
 }
 
+// A 2-D weight (`k` x `rows` of `type`) holding `w` in a buffer of its own: of type `repack`
+// (a CPU_REPACK buffer type; exits 1 when it did not repack the weight), or, when that is
+// null, the plain CPU buffer.
+struct weight_tensor {
+    ggml_context * ctx;
+    ggml_tensor * t;
+    ggml_backend_buffer_t buf;
+};
+static inline weight_tensor new_weight(ggml_type type, int64_t k, int64_t rows, const std::vector<uint8_t> & w,
+                                       ggml_backend_buffer_type_t repack) {
+    weight_tensor W;
+    W.ctx = new_ctx(1);
+    W.t = ggml_new_tensor_2d(W.ctx, type, k, rows);
+    W.buf = ggml_backend_alloc_ctx_tensors_from_buft(W.ctx, repack ? repack : ggml_backend_cpu_buffer_type());
+    ggml_backend_tensor_set(W.t, w.data(), 0, w.size());
+    if (repack && W.t->extra == nullptr) { fprintf(stderr, "%s weight was not repacked\n", ggml_type_name(type)); exit(1); }
+    return W;
+}
+static inline void free_weight(weight_tensor & W) {
+    ggml_backend_buffer_free(W.buf);
+    ggml_free(W.ctx);
+}
+
+// ggml_mul_mat(W, X) computed on `backend` for X = `tokens` rows of `x`: returns the
+// `tokens` x rows outputs.
+static inline std::vector<float> mul_mat_graph(ggml_tensor * W, const std::vector<float> & x, int64_t tokens) {
+    const int64_t k = W->ne[0], rows = W->ne[1];
+    ggml_context * cctx = new_ctx(4);
+    ggml_tensor * X = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, k, tokens);
+    ggml_tensor * Y = ggml_mul_mat(cctx, W, X);
+    ggml_cgraph * gf = ggml_new_graph(cctx);
+    ggml_build_forward_expand(gf, Y);
+    ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
+    ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4);
+    compute_graph(gf);
+    std::vector<float> y(rows * tokens);
+    ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
+    ggml_backend_buffer_free(cbuf);
+    ggml_free(cctx);
+    return y;
+}
+
 // The END record; closes the file.
 static inline void oracle_end() {
     put_u32(0);
