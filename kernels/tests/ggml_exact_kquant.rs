@@ -6,7 +6,8 @@
 #![cfg(target_arch = "x86_64")]
 
 mod common;
-use common::{mul_mat_rows, run_oracle, Bits};
+use bytemuck::Pod;
+use common::{mul_mat_rows, run_oracle, Bits, Reader};
 
 use half::f16;
 use pocket_kernels::formats::q4_k::BlockQ4K;
@@ -46,6 +47,18 @@ fn zero_q8_0() -> BlockQ8_0 {
         d: f16::ZERO,
         qs: [0; 32],
     }
+}
+
+/// A `mul_mat` record of a weight of `W` blocks of 32 by ggml's vec_dot path: each token
+/// quantized to Q8_0, then `dot` per row.
+fn q8_0_mul_mat<W: Pod>(
+    r: &mut Reader,
+    (rows, k, tokens): (usize, usize, usize),
+    dot: fn(&[W], &[BlockQ8_0]) -> f32,
+) -> Vec<f32> {
+    let (w, x) = r.weight_and_x::<W>(rows, k, 32, tokens);
+    let quant = quantize::quantize_row_q8_0;
+    mul_mat_rows(&w, rows, &x, k, 32, zero_q8_0(), quant, dot)
 }
 
 fn check_seed(seed: u64, t: &mut Bits) {
@@ -99,6 +112,7 @@ fn check_seed(seed: u64, t: &mut Bits) {
                 let rows = r.u32() as usize;
                 let tokens = r.u32() as usize;
                 let repacked = r.u32() == 1;
+                let dims = (rows, k, tokens);
                 let ours = match ty {
                     Q4_K => {
                         assert!(repacked);
@@ -118,32 +132,8 @@ fn check_seed(seed: u64, t: &mut Bits) {
                             q6_k::vec_dot_q6_k_q8_k,
                         )
                     }
-                    Q5_0 => {
-                        let (w, x) = r.weight_and_x::<BlockQ5_0>(rows, k, 32, tokens);
-                        mul_mat_rows(
-                            &w,
-                            rows,
-                            &x,
-                            k,
-                            32,
-                            zero_q8_0(),
-                            quantize::quantize_row_q8_0,
-                            q5_0::vec_dot_q5_0_q8_0,
-                        )
-                    }
-                    Q8_0 => {
-                        let (w, x) = r.weight_and_x::<BlockQ8_0>(rows, k, 32, tokens);
-                        mul_mat_rows(
-                            &w,
-                            rows,
-                            &x,
-                            k,
-                            32,
-                            zero_q8_0(),
-                            quantize::quantize_row_q8_0,
-                            dots::vec_dot_q8_0_q8_0,
-                        )
-                    }
+                    Q5_0 => q8_0_mul_mat(&mut r, dims, q5_0::vec_dot_q5_0_q8_0),
+                    Q8_0 => q8_0_mul_mat(&mut r, dims, dots::vec_dot_q8_0_q8_0),
                     _ => panic!("unknown type {ty}"),
                 };
                 let ggml = r.f32s(tokens * rows);
