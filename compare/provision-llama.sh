@@ -26,7 +26,7 @@ say() { echo "[llama.cpp] $*" >&2; }
 # The oracles in tests/oracle/*.cpp (dump_logits: llama.cpp's greedy run with the logits
 # of every step; ggml_*_oracle: ggml's own kernels on random data, for the bit-exact twins
 # in kernels/src/ggml_exact): each linked against the static libraries the tool build
-# leaves behind (seconds), rebuilt when its source is newer.
+# leaves behind (seconds), rebuilt when its source or a shared header is newer.
 build_oracles() {
   local cxx; cxx="$(command -v c++ || command -v g++ || command -v clang++)"
   local libs=("$build/src/libllama.a" "$build/ggml/src/libggml.a" "$build/ggml/src/libggml-cpu.a"
@@ -35,7 +35,11 @@ build_oracles() {
   local inc=(-I"$src/include" -I"$src/ggml/include" -I"$src/ggml/src" -I"$src/ggml/src/ggml-cpu")
   for cpp in "$here"/../tests/oracle/*.cpp; do
     local out; out="$build/bin/$(basename "$cpp" .cpp)"
-    [ -x "$out" ] && [ "$out" -nt "$cpp" ] && continue
+    local fresh=1
+    for dep in "$cpp" "$here"/../tests/oracle/*.h; do
+      [ -e "$dep" ] && ! [ "$out" -nt "$dep" ] && fresh=0
+    done
+    [ -x "$out" ] && [ "$fresh" = 1 ] && continue
     # OpenMP where llama.cpp was built with it (Linux); Apple clang has none.
     "$cxx" -O2 -std=c++17 "${inc[@]}" "$cpp" -o "$out" "${libs[@]}" -fopenmp -lpthread 2>/dev/null \
       || "$cxx" -O2 -std=c++17 "${inc[@]}" "$cpp" -o "$out" "${libs[@]}" -lpthread \
