@@ -4,18 +4,18 @@
 //!   [`PPL_CTX`] tokens over the first [`PPL_CHUNKS`] chunks, by pocket's library
 //!   (`pocket perplexity`'s method) and by `llama-perplexity -c 128 --chunks 4`.
 //! - **Greedy tokens**: [`GREEDY_TOKENS`] greedy tokens after each of [`PROMPTS`], by pocket's
-//!   `Session` and by `llama-completion -n 16 --temp 0 -no-cnv`. llama.cpp's printed
-//!   continuation (its stdout minus the echoed prompt) is tokenized with pocket's tokenizer
-//!   and compared id by id with pocket's own ids; the share is the number of leading
-//!   identical tokens (agreement up to the first divergence) over all tokens compared.
-//!   Retokenizing text can split a token differently from how it was generated, so the
-//!   share is a lower bound on the engines' agreement.
+//!   `Session` and by llama.cpp: its token ids from the `dump_logits` oracle when built
+//!   (exact), else `llama-completion -n 16 --temp 0 -no-cnv`'s printed continuation tokenized
+//!   with pocket's tokenizer (a lower bound: retokenizing text can split a token differently
+//!   from how it was generated). The share is the number of leading identical tokens
+//!   (agreement up to the first divergence) over all tokens compared.
 //! - **The same in ggml numerics**: pocket's `Numerics::Ggml` (llama.cpp's arithmetic bit
 //!   for bit) on the same prompts: 100 % expected wherever the model's formats have twins.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use pocket_model::logit_dump::LogitDump;
 use pocket_model::perplexity::perplexity;
 use pocket_model::sample_basic::argmax;
 use pocket_model::{LoadOptions, Model, Numerics, Session, SessionOptions};
@@ -98,13 +98,26 @@ pub fn measure(tools: &LlamaTools, model_path: &Path, threads: u32) -> (Parity, 
                 break;
             }
         };
-        let theirs = match llama_greedy(tools, model_path, prompt, threads) {
-            Ok(text) => model.tokenizer.encode(&text, false, false),
-            Err(e) => {
-                warn("llama-completion", e);
+        // llama.cpp's own token ids where the dump_logits oracle is built (exact), else its
+        // printed text retokenized by pocket (a lower bound: text does not always
+        // retokenize into the ids that produced it, e.g. on the synthetic models' noise).
+        let eog = |t: u32| model.tokenizer.is_eog(t);
+        let ids = llama_greedy_ids(tools, model_path, prompt, threads, eog);
+        let theirs = match ids {
+            Some(Ok(ids)) => ids,
+            Some(Err(e)) => {
+                warn("dump_logits", e);
                 ok = false;
                 break;
             }
+            None => match llama_greedy(tools, model_path, prompt, threads) {
+                Ok(text) => model.tokenizer.encode(&text, false, false),
+                Err(e) => {
+                    warn("llama-completion", e);
+                    ok = false;
+                    break;
+                }
+            },
         };
         same += ours.iter().zip(&theirs).take_while(|(a, b)| a == b).count();
         total += ours.len().max(1);
@@ -203,6 +216,40 @@ pub fn parse_final_estimate(text: &str) -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// llama.cpp's greedy token ids after `prompt` (up to its first end-of-generation token), by
+/// the `dump_logits` oracle (tests/oracle/dump_logits.cpp, built by provision-llama.sh);
+/// `None` when that oracle is not built.
+pub fn llama_greedy_ids(
+    tools: &LlamaTools,
+    model: &Path,
+    prompt: &str,
+    threads: u32,
+    is_eog: impl Fn(u32) -> bool,
+) -> Option<Result<Vec<u32>>> {
+    let bin = tools.tool("dump_logits").ok()?;
+    let run = || -> Result<Vec<u32>> {
+        let dir = std::env::temp_dir().join(format!("pocket-greedy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let out = dir.join("dump.bin");
+        let mut cmd = Command::new(bin);
+        cmd.arg(model)
+            .arg(prompt)
+            .arg(GREEDY_TOKENS.to_string())
+            .arg(&out)
+            .arg(threads.max(1).to_string());
+        output_of(&mut cmd, "dump_logits")?;
+        let dump = LogitDump::read(&out);
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(dump?
+            .steps
+            .iter()
+            .map(|(t, _)| *t)
+            .take_while(|&t| !is_eog(t))
+            .collect())
+    };
+    Some(run())
 }
 
 /// llama.cpp's greedy continuation text (its stdout without the echoed prompt and the
