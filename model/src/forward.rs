@@ -422,26 +422,10 @@ impl<'m> Session<'m> {
                 }
             }
             mark(prof, Op::Qkv);
-            if let Some([bq, bk, bv]) = &w.bias {
-                add_rows(&mut b.q, bq);
-                add_rows(&mut b.k, bk);
-                add_rows(&mut b.v, bv);
-            }
             let table = &ropes[rope_of[l]];
-            for t in 0..t_n {
-                let pos = pos0 + t;
-                let qr = &mut b.q[t * qd..(t + 1) * qd];
-                if let Some(qn) = &w.q_norm {
-                    norm::rms_norm_heads_with(isa, qr, qn, c.eps);
-                }
-                rope::rope_with(isa, mode, qr, hd, table, pos);
-                let kr = &mut b.k[t * kvd..(t + 1) * kvd];
-                if let Some(kn) = &w.k_norm {
-                    norm::rms_norm_heads_with(isa, kr, kn, c.eps);
-                }
-                rope::rope_with(isa, mode, kr, hd, table, pos);
-                cache.write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
-            }
+            let norm = |x: &mut [f32], w: &[f32]| norm::rms_norm_heads_with(isa, x, w, c.eps);
+            let rot = |x: &mut [f32], pos: usize| rope::rope_with(isa, mode, x, hd, table, pos);
+            qk_into_cache(c, w, l, pos0, t_n, b, cache, norm, rot);
             mark(prof, Op::NormRope);
             // The last layer attends (and goes on) with the rows that need logits only.
             let ts = if l + 1 == c.n_layer && !want.is_empty() && want.len() < t_n {
@@ -637,6 +621,43 @@ fn norm_rows(isa: Isa, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>, e: us
     out.resize(x.len(), 0.0);
     for (xr, or) in x.chunks_exact(e).zip(out.chunks_exact_mut(e)) {
         norm::rms_norm_with(isa, xr, w, eps, or);
+    }
+}
+
+/// Between the Q/K/V projections and attention, for both forward passes: the biases
+/// (qwen2), then per token the per-head q/k norms (qwen3, gemma3) and RoPE, and K/V into the
+/// cache at the token's position. `norm` and `rope` are the pass's own kernels.
+#[allow(clippy::too_many_arguments)]
+fn qk_into_cache(
+    c: &Config,
+    w: &crate::weights::Layer,
+    l: usize,
+    pos0: usize,
+    t_n: usize,
+    b: &mut Bufs,
+    cache: &mut KvCache,
+    norm: impl Fn(&mut [f32], &[f32]),
+    rope: impl Fn(&mut [f32], usize),
+) {
+    let (qd, kvd) = (c.q_dim(), c.kv_dim());
+    if let Some([bq, bk, bv]) = &w.bias {
+        add_rows(&mut b.q, bq);
+        add_rows(&mut b.k, bk);
+        add_rows(&mut b.v, bv);
+    }
+    for t in 0..t_n {
+        let pos = pos0 + t;
+        let qr = &mut b.q[t * qd..(t + 1) * qd];
+        if let Some(qn) = &w.q_norm {
+            norm(qr, qn);
+        }
+        rope(qr, pos);
+        let kr = &mut b.k[t * kvd..(t + 1) * kvd];
+        if let Some(kn) = &w.k_norm {
+            norm(kr, kn);
+        }
+        rope(kr, pos);
+        cache.write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
     }
 }
 

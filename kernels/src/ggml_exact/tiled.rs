@@ -187,15 +187,29 @@ fn dot_tiled_q6_k_body(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
 /// One output of the tiled Q4_K matmul (non-repacked weights).
 pub fn dot_tiled_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q4_K x q8_K: block counts");
+    dot_q45(
+        a,
+        |b| (w[b].d, w[b].dmin, &w[b].scales),
+        |b, e| q4_code(&w[b].qs, e),
+    )
+}
+
+/// Q4_K and Q5_K share the block layout of scales (`d`, `dmin`, 12 packed 6-bit scale/min
+/// bytes, sub-blocks of 32); `head(b)` gives block `b`'s, `code(b, e)` its element `e`.
+fn dot_q45<'w>(
+    a: &[BlockQ8K],
+    head: impl Fn(usize) -> (half::f16, half::f16, &'w [u8; 12]),
+    code: impl Fn(usize, usize) -> i32,
+) -> f32 {
     fold(a, |b| {
-        let bw = &w[b];
+        let (d, dmin, scales) = head(b);
         block_min(
-            h2f(bw.d),
-            h2f(bw.dmin),
+            h2f(d),
+            h2f(dmin),
             32,
             &a[b],
-            |s| q45_scale_min(&bw.scales, s),
-            |e| q4_code(&bw.qs, e),
+            |s| q45_scale_min(scales, s),
+            |e| code(b, e),
         )
     })
 }
@@ -203,17 +217,11 @@ pub fn dot_tiled_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
 /// One output of the tiled Q5_K matmul.
 pub fn dot_tiled_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q5_K x q8_K: block counts");
-    fold(a, |b| {
-        let bw = &w[b];
-        block_min(
-            h2f(bw.d),
-            h2f(bw.dmin),
-            32,
-            &a[b],
-            |s| q45_scale_min(&bw.scales, s),
-            |e| q4_code(&bw.qs, e) | ((((bw.qh[e % 32] >> (e / 32)) & 1) as i32) << 4),
-        )
-    })
+    dot_q45(
+        a,
+        |b| (w[b].d, w[b].dmin, &w[b].scales),
+        |b, e| q4_code(&w[b].qs, e) | ((((w[b].qh[e % 32] >> (e / 32)) & 1) as i32) << 4),
+    )
 }
 
 /// One output of the tiled Q3_K matmul (`ACTBIAS`, `BIAS = 4`: weight `code - 4`, code =

@@ -14,7 +14,7 @@ use pocket_kernels::ops::norm;
 use pocket_kernels::ops::rope::RopeMode;
 use pocket_kernels::GgmlType;
 
-use super::{add, add_rows, Result, Session, SharedOut};
+use super::{add, qk_into_cache, Result, Session, SharedOut};
 use crate::config::{Arch, FfnAct, RopeType};
 use crate::linear::Linear;
 use crate::threadpool::ThreadPool;
@@ -241,26 +241,11 @@ impl Session<'_> {
             matmul(pool, q, &b.xn, t_n, &mut b.q);
             matmul(pool, k, &b.xn, t_n, &mut b.k);
             matmul(pool, v, &b.xn, t_n, &mut b.v);
-            if let Some([bq, bk, bv]) = &w.bias {
-                add_rows(&mut b.q, bq);
-                add_rows(&mut b.k, bk);
-                add_rows(&mut b.v, bv);
-            }
             let table = &ropes[rope_of[l]];
-            for t in 0..t_n {
-                let pos = pos0 + t;
-                let qr = &mut b.q[t * qd..(t + 1) * qd];
-                if let Some(qn) = &w.q_norm {
-                    norm::rms_norm_heads_ref(qr, qn, c.eps);
-                }
-                rope::rope(mode, qr, hd, table.cos(pos), table.sin(pos));
-                let kr = &mut b.k[t * kvd..(t + 1) * kvd];
-                if let Some(kn) = &w.k_norm {
-                    norm::rms_norm_heads_ref(kr, kn, c.eps);
-                }
-                rope::rope(mode, kr, hd, table.cos(pos), table.sin(pos));
-                cache.write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
-            }
+            let norm = |x: &mut [f32], w: &[f32]| norm::rms_norm_heads_ref(x, w, c.eps);
+            let rot =
+                |x: &mut [f32], pos: usize| rope::rope(mode, x, hd, table.cos(pos), table.sin(pos));
+            qk_into_cache(c, w, l, pos0, t_n, b, cache, norm, rot);
             trace("Qcur", l, &b.q);
             trace("Kcur", l, &b.k);
             trace("Vcur", l, &b.v);
