@@ -256,7 +256,8 @@ fn greedy_32_tokens_identical_with_ggml_numerics() {
 /// llama.cpp's greedy run of `prompt` with every step's logits (`dump_logits`), optionally
 /// with `-fa off` and teacher-forced on the tokens of `force`.
 fn llama_dump(m: &PathBuf, prompt: &str, n: usize, fa_off_forced_by: Option<&PathBuf>) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pocket-parity-{}", std::process::id()));
+    // Its own directory: the synthetic-model test removes `pocket-parity-<pid>` when done.
+    let dir = std::env::temp_dir().join(format!("pocket-dumps-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let tag = if fa_off_forced_by.is_some() {
         "nofa"
