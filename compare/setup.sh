@@ -4,7 +4,8 @@
 #      cross toolchain and qemu (the ARM kernel tests) -- via apt-get where there is one;
 #   2. fixtures: the real GGUF models, llama.cpp's source and a Python venv with `gguf`
 #      (tests/fixtures.sh);
-#   3. llama.cpp's CPU tools, built once into the cache (compare/provision-llama.sh).
+#   3. llama.cpp's CPU tools, built once into the cache (compare/provision-llama.sh): the
+#      x86-64-v3 reference build for parity and, where the CPU has more, a native one for speed.
 # On macOS or a distribution without apt, install cmake, a compiler and python3 yourself
 # (the script checks and says what is missing); steps 2-3 are the same everywhere.
 set -euo pipefail
@@ -17,6 +18,9 @@ if command -v apt-get >/dev/null 2>&1; then
   command -v cmake >/dev/null || need+=(cmake)
   command -v g++ >/dev/null || need+=(g++)
   command -v python3 >/dev/null || need+=(python3 python3-venv)
+  # llama.cpp's cmake uses ccache when it is there: the second llama.cpp build (native, on
+  # CPUs with AVX-512 or AVX-VNNI) then recompiles only ggml-cpu.
+  command -v ccache >/dev/null || need+=(ccache)
   if [ "$arch" = x86_64 ]; then
     # The ARM kernel tests, cross-compiled and run under qemu (x86 hosts only).
     command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)

@@ -201,6 +201,21 @@ fn compare_smollm2_measures_both_engines() {
     assert!(p.greedy_identical_share.is_some());
     // In llama.cpp's arithmetic the 2 x 16 greedy tokens are llama.cpp's, every one.
     assert_eq!(p.ggml_numerics_identical_share, Some(1.0), "{stdout}");
+    // KL-divergence of the fast path from native llama.cpp: 4 chunks of 63 scored rows, a
+    // small divergence (llama.cpp's own -fa on/off spread here is ~0.005) and mostly the
+    // same top token.
+    let k = p
+        .kld
+        .as_ref()
+        .unwrap_or_else(|| panic!("no KLD in the receipt: {stdout}"));
+    assert_eq!(k.rows, 4 * 63);
+    assert!(k.mean_kld > 0.0 && k.mean_kld < 0.05, "{k:?}");
+    assert!(k.same_top > 0.85, "{k:?}");
+    assert!(stdout.contains("KLD from native llama.cpp 0."), "{stdout}");
+    assert!(r
+        .llama_cpp_reference_build
+        .as_deref()
+        .is_some_and(|b| b.contains("b11434")));
     let _ = std::fs::remove_dir_all(&results);
 }
 

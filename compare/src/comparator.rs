@@ -87,9 +87,13 @@ pub fn new_receipt(
         sysinfo: crate::sysinfo::SysInfo::detect(),
         bandwidth,
     };
-    Receipt::new(
+    let mut r = Receipt::new(
         machine,
         crate::sysinfo::pocket_commit(repo),
         crate::sysinfo::llama_build_info(),
-    )
+    );
+    r.llama_cpp_reference_build = crate::llama_bench::LlamaTools::locate()
+        .ok()
+        .and_then(|t| t.reference_info());
+    r
 }

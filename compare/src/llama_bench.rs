@@ -22,47 +22,92 @@ pub fn cache_dir() -> PathBuf {
     Path::new(&home).join(".cache").join("pocket")
 }
 
-/// A llama.cpp build in the cache (`<cache>/llama.cpp-build`).
+/// llama.cpp's two builds in the cache (written by [`PROVISION`]):
+///
+/// - `native` (`<cache>/llama.cpp-native`, `GGML_NATIVE=ON`): the best llama.cpp can do on
+///   this CPU, for speed (`llama-bench`) and as the KL-divergence reference of pocket's
+///   fast path. On a CPU where -march=native selects no ggml kernel beyond x86-64-v3 it is
+///   a link to the reference build.
+/// - `reference` (`<cache>/llama.cpp-build`): the x86-64-v3 build on x86 (AVX2, FMA, F16C;
+///   the same arithmetic on every x86-64 machine), which `--numerics ggml` reproduces bit
+///   for bit: greedy-token parity and every oracle use it.
 #[derive(Debug, Clone)]
 pub struct LlamaTools {
-    pub build_dir: PathBuf,
+    pub native_dir: PathBuf,
+    pub reference_dir: PathBuf,
 }
 
 impl LlamaTools {
-    /// The build in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is not there.
+    /// The builds in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is not there.
     pub fn locate() -> Result<LlamaTools> {
         LlamaTools::in_cache(&cache_dir())
     }
 
-    /// The build in `cache`.
+    /// The builds in `cache`.
     pub fn in_cache(cache: &Path) -> Result<LlamaTools> {
         let tools = LlamaTools {
-            build_dir: cache.join("llama.cpp-build"),
+            native_dir: cache.join("llama.cpp-native"),
+            reference_dir: cache.join("llama.cpp-build"),
         };
+        tools.reference_tool("llama-bench")?;
         tools.tool("llama-bench")?;
         Ok(tools)
     }
 
-    /// The path of one tool (`llama-bench`, `llama-perplexity`, ...), checked to exist.
+    /// A tool of the native build (`llama-bench`, `llama-perplexity`), checked to exist.
     pub fn tool(&self, name: &str) -> Result<PathBuf> {
-        let path = self.build_dir.join("bin").join(name);
-        if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!(
-                "llama.cpp's {name} not found at {}: build it with `{PROVISION}` \
-                 (POCKET_CACHE selects the cache directory)",
-                path.display()
-            )
-            .into())
+        find_tool(&self.native_dir, name, "native")
+    }
+
+    /// A tool of the reference build (`llama-completion`, `dump_logits`, ...).
+    pub fn reference_tool(&self, name: &str) -> Result<PathBuf> {
+        find_tool(&self.reference_dir, name, "reference")
+    }
+
+    /// Whether the native build is the reference build (no ISA beyond x86-64-v3 here).
+    pub fn native_is_reference(&self) -> bool {
+        match (
+            self.native_dir.canonicalize(),
+            self.reference_dir.canonicalize(),
+        ) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
         }
     }
 
-    /// The build's one-line description (`BUILD_INFO`, written by the provisioning script).
+    /// The native build's one-line description (`BUILD_INFO`, and `NATIVE_INFO`: whether it
+    /// is its own build or the reference one).
     pub fn build_info(&self) -> Option<String> {
-        let text = std::fs::read_to_string(self.build_dir.join("BUILD_INFO")).ok()?;
-        let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        (!line.is_empty()).then_some(line)
+        let mut line = read_line(&self.native_dir.join("BUILD_INFO"))?;
+        if let Some(n) = read_line(&self.native_dir.join("NATIVE_INFO")) {
+            line = format!("{line}; native: {n}");
+        }
+        Some(line)
+    }
+
+    /// The reference build's one-line description.
+    pub fn reference_info(&self) -> Option<String> {
+        read_line(&self.reference_dir.join("BUILD_INFO"))
+    }
+}
+
+fn read_line(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!line.is_empty()).then_some(line)
+}
+
+fn find_tool(dir: &Path, name: &str, which: &str) -> Result<PathBuf> {
+    let path = dir.join("bin").join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "llama.cpp's {name} ({which} build) not found at {}: build it with `{PROVISION}` \
+             (POCKET_CACHE selects the cache directory)",
+            path.display()
+        )
+        .into())
     }
 }
 

@@ -2,26 +2,33 @@
 //!
 //! - **Perplexity**: `tests/data/ppl_text.txt` (built into the binary) with a context of
 //!   [`PPL_CTX`] tokens over the first [`PPL_CHUNKS`] chunks, by pocket's library
-//!   (`pocket perplexity`'s method) and by `llama-perplexity -c 128 --chunks 4`.
+//!   (`pocket perplexity`'s method) and by native `llama-perplexity -c 128 --chunks 4`.
+//! - **KL-divergence** of pocket's fast path from native llama.cpp on the same chunks:
+//!   llama-perplexity writes its log-probabilities (`--kl-divergence-base`), pocket scores
+//!   its own logits against them (mean KLD, same top token, PPL ratio). Where the native
+//!   build is not the reference build (a CPU with AVX-512 or AVX-VNNI), the reference build's
+//!   KLD from the native one too: llama.cpp's own spread across ISAs, the yardstick.
 //! - **Greedy tokens**: [`GREEDY_TOKENS`] greedy tokens after each of [`PROMPTS`], by pocket's
 //!   `Session` and by llama.cpp: its token ids from the `dump_logits` oracle when built
 //!   (exact), else `llama-completion -n 16 --temp 0 -no-cnv`'s printed continuation tokenized
 //!   with pocket's tokenizer (a lower bound: retokenizing text can split a token differently
 //!   from how it was generated). The share is the number of leading identical tokens
-//!   (agreement up to the first divergence) over all tokens compared.
+//!   (agreement up to the first divergence) over all tokens compared. Against llama.cpp's
+//!   reference (x86-64-v3) build.
 //! - **The same in ggml numerics**: pocket's `Numerics::Ggml` (llama.cpp's arithmetic bit
 //!   for bit) on the same prompts: 100 % expected wherever the model's formats have twins.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use pocket_model::kld::LogitsReader;
 use pocket_model::logit_dump::LogitDump;
-use pocket_model::perplexity::perplexity;
+use pocket_model::perplexity::{kl_divergence, perplexity};
 use pocket_model::sample_basic::argmax;
 use pocket_model::{LoadOptions, Model, Numerics, Session, SessionOptions};
 
 use crate::llama_bench::LlamaTools;
-use crate::receipt::Parity;
+use crate::receipt::{KldParity, Parity};
 use crate::Result;
 
 /// The perplexity text.
@@ -48,6 +55,8 @@ pub fn measure(tools: &LlamaTools, model_path: &Path, threads: u32) -> (Parity, 
         greedy_tokens: None,
         greedy_identical_share: None,
         ggml_numerics_identical_share: None,
+        kld: None,
+        kld_llama_reference: None,
     };
     let mut warnings = Vec::new();
     let mut warn = |what: &str, e: crate::Error| warnings.push(format!("{name}: {what}: {e}"));
@@ -69,10 +78,28 @@ pub fn measure(tools: &LlamaTools, model_path: &Path, threads: u32) -> (Parity, 
         Ok(r) => p.perplexity_pocket = Some(r.ppl),
         Err(e) => warn("pocket perplexity", e.into()),
     }
-    match llama_perplexity(tools, model_path, threads) {
-        Ok(v) => p.perplexity_llama_cpp = Some(v),
+    let dir = std::env::temp_dir().join(format!("pocket-parity-{}", std::process::id()));
+    let base = dir.join("base.kld");
+    match std::fs::create_dir_all(&dir)
+        .map_err(crate::Error::from)
+        .and_then(|_| llama_perplexity(tools, model_path, threads, Some(&base)))
+    {
+        Ok(v) => {
+            p.perplexity_llama_cpp = Some(v);
+            match pocket_kld(&model, &base, threads) {
+                Ok(k) => p.kld = Some(k),
+                Err(e) => warn("pocket --kl-divergence", e),
+            }
+            if !tools.native_is_reference() {
+                match llama_kld(tools, model_path, &base, threads) {
+                    Ok(k) => p.kld_llama_reference = Some(k),
+                    Err(e) => warn("llama-perplexity --kl-divergence (reference build)", e),
+                }
+            }
+        }
         Err(e) => warn("llama-perplexity", e),
     }
+    let _ = std::fs::remove_dir_all(&dir);
     // The same prompts in `--numerics ggml`, where the model's formats have twins.
     let exact = match Model::load_with(
         model_path,
@@ -183,26 +210,99 @@ fn output_of(cmd: &mut Command, what: &str) -> Result<(String, String)> {
     Ok((stdout, stderr))
 }
 
-/// `llama-perplexity`'s final estimate on the same text, context and chunks.
-pub fn llama_perplexity(tools: &LlamaTools, model: &Path, threads: u32) -> Result<f64> {
-    let dir = std::env::temp_dir().join(format!("pocket-parity-{}", std::process::id()));
+/// Native `llama-perplexity`'s final estimate on the same text, context and chunks; with
+/// `base`, it also writes its log-probabilities there (`--kl-divergence-base`).
+pub fn llama_perplexity(
+    tools: &LlamaTools,
+    model: &Path,
+    threads: u32,
+    base: Option<&Path>,
+) -> Result<f64> {
+    let dir = std::env::temp_dir().join(format!("pocket-ppl-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let text = dir.join("ppl_text.txt");
     std::fs::write(&text, PPL_TEXT)?;
     let mut cmd = Command::new(tools.tool("llama-perplexity")?);
-    cmd.arg("-m").arg(model).arg("-f").arg(&text).args([
-        "-c",
-        &PPL_CTX.to_string(),
-        "--chunks",
-        &PPL_CHUNKS.to_string(),
-        "-t",
-        &threads.to_string(),
-    ]);
+    cmd.arg("-m")
+        .arg(model)
+        .arg("-f")
+        .arg(&text)
+        .args(ppl_args(threads));
+    if let Some(b) = base {
+        cmd.arg("--kl-divergence-base").arg(b);
+    }
     let r = output_of(&mut cmd, "llama-perplexity");
     let _ = std::fs::remove_dir_all(&dir);
     let (stdout, stderr) = r?;
     parse_final_estimate(&(stdout + &stderr))
         .ok_or_else(|| "no `Final estimate: PPL = ` in llama-perplexity's output".into())
+}
+
+fn ppl_args(threads: u32) -> Vec<String> {
+    let (c, n, t) = (
+        PPL_CTX.to_string(),
+        PPL_CHUNKS.to_string(),
+        threads.to_string(),
+    );
+    ["-c", &c, "--chunks", &n, "-t", &t]
+        .map(String::from)
+        .to_vec()
+}
+
+/// pocket's fast path scored against a base file.
+pub fn pocket_kld(model: &Model, base: &Path, threads: u32) -> Result<KldParity> {
+    let f = std::fs::File::open(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let len = f.metadata().ok().map(|m| m.len());
+    let name = base.display().to_string();
+    let mut r = LogitsReader::new(std::io::BufReader::new(f), &name, len)?;
+    let o = SessionOptions {
+        n_ctx: r.n_ctx,
+        n_threads: threads.max(1) as usize,
+        pin: true,
+        ..Default::default()
+    };
+    let s = kl_divergence(model, &mut r, o, |_, _| {})?.summary();
+    Ok(KldParity {
+        rows: s.count as u32,
+        mean_kld: s.kld.0,
+        same_top: s.same_top.0,
+        ppl_ratio: s.ln_ppl_ratio.0.exp(),
+    })
+}
+
+/// The reference build's `llama-perplexity --kl-divergence` against a base file.
+pub fn llama_kld(tools: &LlamaTools, model: &Path, base: &Path, threads: u32) -> Result<KldParity> {
+    let mut cmd = Command::new(tools.reference_tool("llama-perplexity")?);
+    cmd.arg("-m")
+        .arg(model)
+        .args(ppl_args(threads))
+        .arg("--kl-divergence-base")
+        .arg(base)
+        .arg("--kl-divergence");
+    let (stdout, stderr) = output_of(&mut cmd, "llama-perplexity --kl-divergence")?;
+    parse_kld_report(&(stdout + &stderr))
+        .ok_or_else(|| "no KL-divergence statistics in llama-perplexity's output".into())
+}
+
+/// The figures of llama-perplexity's (and `pocket perplexity`'s) closing KL-divergence
+/// statistics: `Mean    KLD:`, `Same top p:`, `Mean PPL(Q)/PPL(base)`; the row count from
+/// the last chunk line is not printed, so `rows` is 0 here.
+pub fn parse_kld_report(text: &str) -> Option<KldParity> {
+    let value = |key: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..]
+            .trim_start_matches([' ', ':'])
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some(KldParity {
+        rows: 0,
+        mean_kld: value("Mean    KLD")?,
+        same_top: value("Same top p")? / 100.0,
+        ppl_ratio: value("Mean PPL(Q)/PPL(base)")?,
+    })
 }
 
 /// The number after `Final estimate: PPL = ` in llama-perplexity's output.
@@ -228,7 +328,7 @@ pub fn llama_greedy_ids(
     threads: u32,
     is_eog: impl Fn(u32) -> bool,
 ) -> Option<Result<Vec<u32>>> {
-    let bin = tools.tool("dump_logits").ok()?;
+    let bin = tools.reference_tool("dump_logits").ok()?;
     let run = || -> Result<Vec<u32>> {
         let dir = std::env::temp_dir().join(format!("pocket-greedy-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -260,7 +360,7 @@ pub fn llama_greedy(
     prompt: &str,
     threads: u32,
 ) -> Result<String> {
-    let mut cmd = Command::new(tools.tool("llama-completion")?);
+    let mut cmd = Command::new(tools.reference_tool("llama-completion")?);
     cmd.arg("-m").arg(model).args([
         "-p",
         prompt,

@@ -29,6 +29,10 @@ pub struct Receipt {
     pub pocket_commit: String,
     /// llama.cpp's build line (`BUILD_INFO`).
     pub llama_cpp_build: String,
+    /// llama.cpp's reference (x86-64-v3) build, which the greedy-token parity ran against
+    /// (absent in older receipts, whose one build was native).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama_cpp_reference_build: Option<String>,
     pub results: Vec<Comparison>,
     #[serde(default)]
     pub parity: Vec<Parity>,
@@ -136,9 +140,32 @@ pub struct Parity {
     #[serde(default)]
     pub greedy_identical_share: Option<f64>,
     /// The same share with pocket in `--numerics ggml` (llama.cpp's arithmetic: 1.0 expected;
-    /// `None` where the model has formats without twins, e.g. Q4_0).
+    /// `None` where the model has formats without twins, e.g. Q4_0). Against llama.cpp's
+    /// reference (x86-64-v3) build.
     #[serde(default)]
     pub ggml_numerics_identical_share: Option<f64>,
+    /// KL-divergence of pocket's fast path from native llama.cpp (llama-perplexity's
+    /// `--kl-divergence` method on the perplexity text; absent in older receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kld: Option<KldParity>,
+    /// The same of llama.cpp's reference build from its native build: llama.cpp's own
+    /// spread across ISAs (absent where the native build is the reference build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kld_llama_reference: Option<KldParity>,
+}
+
+/// llama-perplexity's KL-divergence figures of one model against a base.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KldParity {
+    /// Rows (scored positions) compared.
+    pub rows: u32,
+    /// Mean KL-divergence, nats.
+    pub mean_kld: f64,
+    /// "Same top p": the share of rows with the base's most likely token (0..=1).
+    pub same_top: f64,
+    /// PPL(Q)/PPL(base).
+    pub ppl_ratio: f64,
 }
 
 /// Mean and sample standard deviation (0 for one value).
@@ -310,6 +337,7 @@ impl Receipt {
             machine,
             pocket_commit: pocket_commit.into(),
             llama_cpp_build: llama_cpp_build.into(),
+            llama_cpp_reference_build: None,
             results: Vec::new(),
             parity: Vec::new(),
             placement: None,
@@ -370,16 +398,23 @@ impl Receipt {
             }
         }
         for (i, p) in self.parity.iter().enumerate() {
-            for s in [p.greedy_identical_share, p.ggml_numerics_identical_share]
-                .into_iter()
-                .flatten()
-            {
-                if !(0.0..=1.0).contains(&s) {
-                    return Err(format!(
-                        "parity[{i}] ({}): greedy_identical_share {s} is not in 0..=1",
-                        p.model
-                    )
-                    .into());
+            let shares = [
+                ("greedy_identical_share", p.greedy_identical_share),
+                (
+                    "ggml_numerics_identical_share",
+                    p.ggml_numerics_identical_share,
+                ),
+                ("kld.same_top", p.kld.as_ref().map(|k| k.same_top)),
+                (
+                    "kld_llama_reference.same_top",
+                    p.kld_llama_reference.as_ref().map(|k| k.same_top),
+                ),
+            ];
+            for (field, s) in shares {
+                if let Some(s) = s.filter(|s| !(0.0..=1.0).contains(s)) {
+                    return Err(
+                        format!("parity[{i}] ({}): {field} {s} is not in 0..=1", p.model).into(),
+                    );
                 }
             }
         }

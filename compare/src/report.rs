@@ -77,7 +77,17 @@ pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
     let _ = writeln!(out, "# pocket vs llama.cpp — {}\n", dir_name(receipt));
     let _ = writeln!(out, "- created: {}", receipt.created);
     let _ = writeln!(out, "- pocket: `{}`", receipt.pocket_commit);
-    let _ = writeln!(out, "- llama.cpp: {}", receipt.llama_cpp_build);
+    let _ = writeln!(
+        out,
+        "- llama.cpp (benchmarks, KL-divergence base): {}",
+        receipt.llama_cpp_build
+    );
+    if let Some(r) = &receipt.llama_cpp_reference_build {
+        let _ = writeln!(
+            out,
+            "- llama.cpp reference (greedy parity, ggml numerics): {r}"
+        );
+    }
     let _ = writeln!(
         out,
         "- machine: {} — {} ({} logical, {} physical cores), {} {}, memory {}",
@@ -172,18 +182,25 @@ pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
     if !receipt.parity.is_empty() {
         out.push_str("\n## Output parity\n\n");
         out.push_str(
-            "| model | pocket ppl | llama.cpp ppl | greedy tokens | identical | identical, ggml numerics |\n",
+            "| model | pocket ppl | llama.cpp ppl | KLD vs native | same top | llama.cpp v3 KLD | greedy tokens | identical | identical, ggml numerics |\n",
         );
-        out.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+        out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         let opt =
             |v: Option<f64>, digits: usize| v.map_or("—".into(), |x| format!("{x:.digits$}"));
         for p in &receipt.parity {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 plots::short(&p.model),
                 opt(p.perplexity_pocket, 4),
                 opt(p.perplexity_llama_cpp, 4),
+                opt(p.kld.as_ref().map(|k| k.mean_kld), 5),
+                p.kld
+                    .as_ref()
+                    .map_or("—".into(), |k| format!("{:.1}%", 100.0 * k.same_top)),
+                p.kld_llama_reference
+                    .as_ref()
+                    .map_or("same build".into(), |k| format!("{:.5}", k.mean_kld)),
                 p.greedy_tokens.map_or("—".into(), |n| n.to_string()),
                 p.greedy_identical_share
                     .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s)),

@@ -6,7 +6,9 @@ use std::path::Path;
 use pocket_compare::bandwidth::{self, Bandwidth};
 use pocket_compare::cli::compare_cmd::{self, CompareArgs};
 use pocket_compare::engine::Test;
-use pocket_compare::receipt::{rfc3339, Comparison, EngineSamples, Machine, Parity, Receipt};
+use pocket_compare::receipt::{
+    rfc3339, Comparison, EngineSamples, KldParity, Machine, Parity, Receipt,
+};
 use pocket_compare::sysinfo::{meminfo_total, SysInfo};
 use pocket_compare::{gate, history, report};
 
@@ -59,6 +61,13 @@ fn receipt(created: &str, speedups: [f64; 4]) -> Receipt {
         greedy_tokens: Some(128),
         greedy_identical_share: Some(1.0),
         ggml_numerics_identical_share: Some(1.0),
+        kld: Some(KldParity {
+            rows: 252,
+            mean_kld: 0.0123,
+            same_top: 0.95,
+            ppl_ratio: 1.002,
+        }),
+        kld_llama_reference: None,
     });
     r
 }
@@ -138,6 +147,10 @@ fn receipt_errors_are_clear() {
         v["parity"][0]["greedy_identical_share"] = 1.5.into()
     }));
     assert!(e.contains("greedy_identical_share"), "{e}");
+    let e = load_err(&edit(&|v| {
+        v["parity"][0]["kld"]["same_top"] = (-0.1).into()
+    }));
+    assert!(e.contains("kld.same_top"), "{e}");
     let e = load_err("{ not json");
     assert!(e.contains("not JSON"), "{e}");
 

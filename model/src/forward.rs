@@ -61,6 +61,10 @@ pub enum ModelError {
     KvType(String),
     #[error("ggml numerics cannot run this model: {0}")]
     Numerics(String),
+    #[error(transparent)]
+    LogitsFile(#[from] crate::kld::LogitsFileError),
+    #[error("{0}")]
+    Io(String),
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;

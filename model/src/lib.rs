@@ -11,6 +11,7 @@ pub mod chat;
 pub mod config;
 pub mod forward;
 pub mod gguf;
+pub mod kld;
 pub mod kv_cache;
 pub mod linear;
 pub mod logit_dump;

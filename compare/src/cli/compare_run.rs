@@ -104,10 +104,9 @@ pub fn run(args: &CompareArgs) -> CliResult {
     // llama.cpp first: its absence is the most likely failure, and says how to fix it.
     let mut llama = LlamaCpp::locate()?;
     llama.placement = placement.args();
-    for tool in ["llama-perplexity", "llama-completion"] {
-        if !args.no_parity {
-            llama.tools.tool(tool)?;
-        }
+    if !args.no_parity {
+        llama.tools.tool("llama-perplexity")?;
+        llama.tools.reference_tool("llama-completion")?;
     }
     let mut pocket = Pocket::current()?;
     pocket.placement = placement.args();
@@ -221,18 +220,31 @@ pub fn run(args: &CompareArgs) -> CliResult {
 pub fn parity_line(p: &crate::receipt::Parity) -> String {
     let f = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.4}"));
     format!(
-        "parity {}: ppl pocket {} / llama.cpp {} (c={}, {} chunks); greedy {} tokens, {} identical ({} in ggml numerics)",
+        "parity {}: ppl pocket {} / llama.cpp {} (c={}, {} chunks); KLD from native llama.cpp {}; greedy {} tokens, {} identical ({} in ggml numerics)",
         p.model,
         f(p.perplexity_pocket),
         f(p.perplexity_llama_cpp),
         parity::PPL_CTX,
         parity::PPL_CHUNKS,
+        kld_text(p),
         p.greedy_tokens.map_or("—".into(), |n| n.to_string()),
         p.greedy_identical_share
             .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s)),
         p.ggml_numerics_identical_share
             .map_or("—".into(), |s| format!("{:.1}%", 100.0 * s)),
     )
+}
+
+/// `0.00123, same top 97.2 %` (and llama.cpp's own reference-vs-native spread when measured).
+fn kld_text(p: &crate::receipt::Parity) -> String {
+    let one = |k: &crate::receipt::KldParity| {
+        format!("{:.5}, same top {:.1}%", k.mean_kld, 100.0 * k.same_top)
+    };
+    match (&p.kld, &p.kld_llama_reference) {
+        (None, _) => "—".into(),
+        (Some(k), None) => one(k),
+        (Some(k), Some(r)) => format!("{} (llama.cpp x86-64-v3 build: {})", one(k), one(r)),
+    }
 }
 
 fn spinner(msg: &str) -> ProgressBar {

@@ -2,13 +2,21 @@
 //! tokenized once (BOS first if the model adds one), cut into chunks of `n_ctx` tokens;
 //! each chunk is evaluated from an empty cache with its first token replaced by BOS (when
 //! the model adds BOS), and the second half of each chunk is scored.
+//!
+//! KL-divergence, as llama-perplexity: `--kl-divergence-base F` with `-f` writes the base
+//! model's log-probabilities to F (llama.cpp's file format, so either engine can be the
+//! base); `--kl-divergence-base F --kl-divergence` then scores another model (or the same
+//! model in other numerics or KV types) on the tokens stored in F.
 
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
 use pocket_model::forward::ms_since;
-use pocket_model::perplexity::perplexity_with;
+use pocket_model::kld::{KldSummary, LogitsReader};
+use pocket_model::perplexity::{kl_divergence, perplexity_base};
 use pocket_model::Model;
 
 use super::gen_args::CacheArgs;
@@ -18,9 +26,9 @@ use super::CliResult;
 pub struct PerplexityArgs {
     #[arg(short, long)]
     model: PathBuf,
-    /// Text file to score.
-    #[arg(short, long)]
-    file: PathBuf,
+    /// Text file to score (not needed with --kl-divergence: the tokens come from the base).
+    #[arg(short, long, required_unless_present = "kl_divergence")]
+    file: Option<PathBuf>,
     #[arg(short = 'c', long, default_value_t = 512)]
     ctx_size: usize,
     #[arg(short, long)]
@@ -28,6 +36,12 @@ pub struct PerplexityArgs {
     /// Score at most this many chunks.
     #[arg(long)]
     chunks: Option<usize>,
+    /// The KL-divergence base file: written by a perplexity run, read with --kl-divergence.
+    #[arg(long, value_name = "FILE")]
+    kl_divergence_base: Option<PathBuf>,
+    /// Compare this model with the base file of --kl-divergence-base.
+    #[arg(long, requires = "kl_divergence_base")]
+    kl_divergence: bool,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -36,11 +50,26 @@ pub fn run(a: PerplexityArgs) -> CliResult {
     let t0 = Instant::now();
     let model = Model::load_with(&a.model, a.cache.load_options())?;
     eprintln!("load {:.0} ms", ms_since(t0));
-    let text = std::fs::read_to_string(&a.file)
-        .map_err(|e| format!("cannot read {}: {e}", a.file.display()))?;
+    if a.kl_divergence {
+        return run_kld(&a, &model);
+    }
+    let file = a
+        .file
+        .as_ref()
+        .expect("clap requires -f without --kl-divergence");
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let base = match &a.kl_divergence_base {
+        Some(p) => {
+            eprintln!("saving all logits to {}", p.display());
+            let f = File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+            Some(BufWriter::new(f))
+        }
+        None => None,
+    };
     let t1 = Instant::now();
     let o = a.cache.session_options(a.ctx_size, a.threads);
-    let r = perplexity_with(&model, &text, o, a.chunks, |i, p| {
+    let r = perplexity_base(&model, &text, o, a.chunks, base, |i, p| {
         eprint!("[{i}]{p:.4},");
     })?;
     let ms = ms_since(t1);
@@ -52,6 +81,35 @@ pub fn run(a: PerplexityArgs) -> CliResult {
         a.ctx_size,
         ms / 1e3,
         (r.chunks * a.ctx_size) as f64 * 1e3 / ms
+    );
+    Ok(())
+}
+
+fn run_kld(a: &PerplexityArgs, model: &Model) -> CliResult {
+    let path = a
+        .kl_divergence_base
+        .as_ref()
+        .expect("clap requires the base");
+    let f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let len = f.metadata().ok().map(|m| m.len());
+    let mut base = LogitsReader::new(BufReader::new(f), &path.display().to_string(), len)?;
+    eprintln!(
+        "computing over {} chunks, n_ctx={}",
+        base.n_chunk, base.n_ctx
+    );
+    let t1 = Instant::now();
+    let o = a.cache.session_options(base.n_ctx, a.threads);
+    println!("{}", KldSummary::TABLE_HEADER);
+    let stats = kl_divergence(model, &mut base, o, |i, st| {
+        println!("{}", st.summary().chunk_line(i));
+    })?;
+    println!();
+    print!("{}", stats.summary().report());
+    eprintln!(
+        "{} chunks of {} tokens in {:.1} s",
+        base.n_chunk,
+        base.n_ctx,
+        ms_since(t1) / 1e3
     );
     Ok(())
 }
