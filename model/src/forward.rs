@@ -15,6 +15,7 @@
 //! the rows that need logits go past the KV-cache write.
 
 mod exact;
+mod sequences;
 
 use std::ops::Range;
 use std::path::Path;
@@ -26,6 +27,7 @@ use pocket_kernels::ops::{activation, norm, rope};
 use pocket_kernels::{formats, Isa};
 
 use crate::attention::{attend_block, AttnScratch};
+use crate::batch::{Batch, BatchRow, SeqId};
 use crate::config::{Config, ConfigError, FfnAct, RopeType};
 use crate::gguf::{GgufError, GgufFile};
 use crate::kv_cache::{KvCache, KvType};
@@ -63,6 +65,21 @@ pub enum ModelError {
     Numerics(String),
     #[error(transparent)]
     LogitsFile(#[from] crate::kld::LogitsFileError),
+    #[error(
+        "batch row {row}: sequence {seq} does not exist (the session holds {n_seq}; raise n_seq)"
+    )]
+    BadSeq {
+        row: usize,
+        seq: SeqId,
+        n_seq: usize,
+    },
+    #[error("batch row {row}: position {pos} of sequence {seq}, which is at position {next} (positions continue the sequence; truncate it first)")]
+    BadPos {
+        row: usize,
+        seq: SeqId,
+        pos: usize,
+        next: usize,
+    },
     #[error("{0}")]
     Io(String),
 }
@@ -136,6 +153,8 @@ pub struct SessionOptions {
     /// CPU mask, strict pinning and spin-or-park policy of the pool (overrides `pin` when
     /// it sets a mask or strict placement).
     pub placement: Placement,
+    /// Sequences the KV cache holds (`0..n_seq`), each with room for `n_ctx` tokens.
+    pub n_seq: usize,
 }
 
 impl Default for SessionOptions {
@@ -149,6 +168,7 @@ impl Default for SessionOptions {
             type_v: KvType::F16,
             pin: false,
             placement: Placement::default(),
+            n_seq: 1,
         }
     }
 }
@@ -183,20 +203,25 @@ impl SharedOut {
     }
 }
 
-/// One sequence being evaluated: its KV cache, thread pool and buffers.
+/// One sequence of a session: its KV cache and the tokens in it (its length is the
+/// position of its next token).
+pub(crate) struct Sequence {
+    cache: KvCache,
+    tokens: Vec<u32>,
+}
+
+/// The sequences being evaluated (sequence 0 unless a batch names others): their KV
+/// caches, the thread pool and buffers.
 pub struct Session<'m> {
     pub model: &'m Model<'m>,
-    cache: KvCache,
+    seqs: Vec<Sequence>,
     pool: ThreadPool,
-    pos: usize,
     b: Bufs,
     /// RoPE cos/sin tables (one per distinct base) and each layer's table.
     ropes: Vec<RopeTable>,
     rope_of: Vec<usize>,
     /// `prefill` returns logits for every prompt row, not only the last.
     pub logits_all: bool,
-    /// The tokens in the cache (`pos` of them), for prefix reuse.
-    tokens: Vec<u32>,
     /// Per-operation accounting, when on ([`Session::set_breakdown`]).
     prof: Option<Box<Breakdown>>,
 }
@@ -238,16 +263,20 @@ impl<'m> Session<'m> {
             scratch: (0..pool.threads()).map(|_| Mutex::default()).collect(),
             ..Bufs::default()
         };
+        let seqs = (0..o.n_seq.max(1))
+            .map(|_| Sequence {
+                cache: KvCache::with_types(c.n_layer, n_ctx, c.kv_dim(), o.type_k, o.type_v),
+                tokens: Vec::new(),
+            })
+            .collect();
         Ok(Session {
             model,
-            cache: KvCache::with_types(c.n_layer, n_ctx, c.kv_dim(), o.type_k, o.type_v),
+            seqs,
             pool,
-            pos: 0,
             b,
             ropes,
             rope_of,
             logits_all: false,
-            tokens: Vec::new(),
             prof: None,
         })
     }
@@ -268,48 +297,8 @@ impl<'m> Session<'m> {
         &self.b.logits
     }
 
-    pub fn n_ctx(&self) -> usize {
-        self.cache.n_ctx()
-    }
-    /// Tokens in the cache.
-    pub fn pos(&self) -> usize {
-        self.pos
-    }
     pub fn threads(&self) -> usize {
         self.pool.threads()
-    }
-    /// Forgets the sequence (the cache is overwritten in place).
-    pub fn clear(&mut self) {
-        self.truncate(0);
-    }
-    /// The tokens in the cache, in order.
-    pub fn tokens(&self) -> &[u32] {
-        &self.tokens
-    }
-    /// Keeps the first `n` cached tokens and forgets the rest (a no-op if `n >= pos`); the
-    /// next tokens are evaluated from position `n`.
-    pub fn truncate(&mut self, n: usize) {
-        self.pos = self.pos.min(n);
-        self.tokens.truncate(self.pos);
-    }
-    /// Prefix reuse, as llama.cpp's server and cli do between chat turns: truncates the
-    /// cache to the longest common prefix of its tokens and `tokens`, leaving at least the
-    /// last of `tokens` to evaluate (its logits are needed), and returns the number kept.
-    /// Evaluate `tokens[kept..]` next.
-    pub fn reuse_prefix(&mut self, tokens: &[u32]) -> usize {
-        let common = self
-            .tokens
-            .iter()
-            .zip(tokens)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let keep = common.min(tokens.len().saturating_sub(1));
-        self.truncate(keep);
-        keep
-    }
-    /// The KV cache's key and value element types.
-    pub fn kv_types(&self) -> (KvType, KvType) {
-        self.cache.types()
     }
 
     /// Evaluates the prompt in one batch; returns the last row's logits (every row's,
@@ -328,33 +317,33 @@ impl<'m> Session<'m> {
         self.forward(&[token], 0..1)
     }
 
-    /// Evaluates `tokens` at the next positions; returns the logits of the batch rows in
-    /// `want` (row-major, `n_vocab` each). Fails before any work if they do not fit.
+    /// Evaluates `tokens` of sequence 0 at its next positions; returns the logits of the
+    /// rows in `want` (row-major, `n_vocab` each). Fails before any work if they do not fit.
     pub fn forward(&mut self, tokens: &[u32], want: Range<usize>) -> Result<&[f32]> {
+        assert!(want.end <= tokens.len());
+        let batch = Batch::sequence(tokens, self.seq_len(0), 0, want);
+        self.forward_batch(&batch)
+    }
+
+    /// Evaluates every row of `batch` (rows of one or several sequences, each continuing
+    /// its sequence); returns the logits of the rows that ask for them, in batch order.
+    /// Fails before any work on a bad row (unknown sequence, token or position, or a full
+    /// context).
+    pub fn forward_batch(&mut self, batch: &Batch) -> Result<&[f32]> {
+        self.check_batch(batch)?;
+        if self.model.numerics == Numerics::Ggml {
+            let (tokens, want) = exact::one_sequence(batch)?;
+            return self.forward_exact(&tokens, want);
+        }
         let m = self.model;
         let c = &m.config;
-        let t_n = tokens.len();
-        if t_n == 0 {
-            return Err(ModelError::Empty);
-        }
-        if self.pos + t_n > self.cache.n_ctx() {
-            return Err(ModelError::ContextFull {
-                need: self.pos + t_n,
-                n_ctx: self.cache.n_ctx(),
-            });
-        }
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.n_vocab) {
-            return Err(ModelError::BadToken(bad, c.n_vocab));
-        }
-        assert!(want.end <= t_n);
-        if m.numerics == Numerics::Ggml {
-            return self.forward_exact(tokens, want);
-        }
+        let rows = &batch.rows[..];
+        let t_n = rows.len();
+        let want = batch.logit_rows();
         let (e, qd, kvd, hd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim, c.n_ff);
         let isa = m.isa;
-        let pos0 = self.pos;
         let Session {
-            cache,
+            seqs,
             pool,
             b,
             ropes,
@@ -378,9 +367,9 @@ impl<'m> Session<'m> {
         let (ety, edata) = m.weights.tok_embd;
         let rb = ety.row_bytes(e as u64).unwrap() as usize;
         b.x.resize(t_n * e, 0.0);
-        for (t, &tok) in tokens.iter().enumerate() {
+        for (t, r) in rows.iter().enumerate() {
             let row = &mut b.x[t * e..(t + 1) * e];
-            let tok = tok as usize;
+            let tok = r.token as usize;
             formats::dequantize(ety, &edata[tok * rb..(tok + 1) * rb], row).expect("validated");
             if c.embd_scale != 1.0 {
                 row.iter_mut().for_each(|v| *v *= c.embd_scale);
@@ -429,14 +418,14 @@ impl<'m> Session<'m> {
             let table = &ropes[rope_of[l]];
             let norm = |x: &mut [f32], w: &[f32]| norm::rms_norm_heads_with(isa, x, w, c.eps);
             let rot = |x: &mut [f32], pos: usize| rope::rope_with(isa, mode, x, hd, table, pos);
-            qk_into_cache(c, w, l, pos0, t_n, b, cache, norm, rot);
+            qk_into_cache(c, w, l, rows, b, seqs, norm, rot);
             mark(prof, Op::NormRope);
             // The last layer attends (and goes on) with the rows that need logits only.
-            let ts = if l + 1 == c.n_layer && !want.is_empty() && want.len() < t_n {
+            let ts: Vec<usize> = if l + 1 == c.n_layer && !want.is_empty() && want.len() < t_n {
                 trimmed = true;
                 want.clone()
             } else {
-                0..t_n
+                (0..t_n).collect()
             };
             let nt = ts.len();
             b.att.resize(nt * qd, 0.0);
@@ -446,11 +435,13 @@ impl<'m> Session<'m> {
                 let n_kv = c.n_head_kv;
                 let window = c.window_of(l);
                 let nth = pool.threads();
-                // Work items (block of up to BT tokens, KV head, part of its query heads),
-                // dealt round-robin (later tokens see more keys). Few items (decode; one KV
-                // head, gemma3): the group's query heads are split so every thread has work.
+                // Work items (block of up to BT consecutive tokens of one sequence, KV head,
+                // part of its query heads), dealt round-robin (later tokens see more keys).
+                // Few items (decode; one KV head, gemma3): the group's query heads are split
+                // so every thread has work.
                 const BT: usize = 8;
-                let nb = nt.div_ceil(BT);
+                let blocks = batch.runs(&ts, BT);
+                let nb = blocks.len();
                 let parts = if nb * n_kv >= 2 * nth {
                     1
                 } else {
@@ -458,8 +449,7 @@ impl<'m> Session<'m> {
                 };
                 let items = nb * n_kv * parts;
                 let out = SharedOut(b.att.as_mut_ptr());
-                let (q, cache, scratch) = (&b.q, &*cache, &b.scratch);
-                let t0 = ts.start;
+                let (q, seqs, scratch, ts) = (&b.q, &*seqs, &b.scratch, &ts);
                 pool.run(|i| {
                     let mut guard = scratch[i].lock().unwrap();
                     let (s, o) = &mut *guard;
@@ -468,19 +458,20 @@ impl<'m> Session<'m> {
                         let (blk, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
                         let (g, p) = (rest / parts, rest % parts);
                         let hr = ThreadPool::split(group, parts, p);
-                        let tb = blk * BT..((blk + 1) * BT).min(nt);
-                        let t = t0 + tb.start;
+                        let tb = blocks[blk].clone();
+                        let first = &rows[ts[tb.start]];
+                        let t = ts[tb.start];
                         let (a, len) = (g * gw + hr.start * hd, hr.len() * hd);
                         o.resize(tb.len() * len, 0.0);
                         attend_block(
-                            cache,
+                            &seqs[first.seq].cache,
                             l,
                             g,
                             hd,
                             &q[t * qd + a..],
                             qd,
                             len,
-                            pos0 + t,
+                            first.pos,
                             window,
                             c.attn_scale,
                             o,
@@ -504,7 +495,9 @@ impl<'m> Session<'m> {
             }
             mark(prof, Op::Attention);
             if trimmed {
-                b.x.copy_within(ts.start * e..ts.end * e, 0);
+                for (j, &t) in ts.iter().enumerate() {
+                    b.x.copy_within(t * e..(t + 1) * e, j * e);
+                }
                 b.x.truncate(nt * e);
                 tn = nt;
             }
@@ -574,8 +567,9 @@ impl<'m> Session<'m> {
             add(&mut b.x, &b.o);
             mark(prof, Op::NormRope);
         }
-        self.pos += t_n;
-        self.tokens.extend_from_slice(tokens);
+        for r in rows {
+            seqs[r.seq].tokens.push(r.token);
+        }
 
         // Logits for the wanted rows only.
         let nw = want.len();
@@ -585,8 +579,8 @@ impl<'m> Session<'m> {
             return Ok(&b.logits);
         }
         b.xn.resize(nw * e, 0.0);
-        let rows = if trimmed { 0..nw } else { want };
-        for (j, t) in rows.enumerate() {
+        let at: Vec<usize> = if trimmed { (0..nw).collect() } else { want };
+        for (j, t) in at.into_iter().enumerate() {
             norm::rms_norm_with(
                 isa,
                 &b.x[t * e..(t + 1) * e],
@@ -629,17 +623,16 @@ fn norm_rows(isa: Isa, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>, e: us
 }
 
 /// Between the Q/K/V projections and attention, for both forward passes: the biases
-/// (qwen2), then per token the per-head q/k norms (qwen3, gemma3) and RoPE, and K/V into the
-/// cache at the token's position. `norm` and `rope` are the pass's own kernels.
+/// (qwen2), then per row the per-head q/k norms (qwen3, gemma3) and RoPE, and K/V into its
+/// sequence's cache at its position. `norm` and `rope` are the pass's own kernels.
 #[allow(clippy::too_many_arguments)]
 fn qk_into_cache(
     c: &Config,
     w: &crate::weights::Layer,
     l: usize,
-    pos0: usize,
-    t_n: usize,
+    rows: &[BatchRow],
     b: &mut Bufs,
-    cache: &mut KvCache,
+    seqs: &mut [Sequence],
     norm: impl Fn(&mut [f32], &[f32]),
     rope: impl Fn(&mut [f32], usize),
 ) {
@@ -649,8 +642,8 @@ fn qk_into_cache(
         add_rows(&mut b.k, bk);
         add_rows(&mut b.v, bv);
     }
-    for t in 0..t_n {
-        let pos = pos0 + t;
+    for (t, r) in rows.iter().enumerate() {
+        let pos = r.pos;
         let qr = &mut b.q[t * qd..(t + 1) * qd];
         if let Some(qn) = &w.q_norm {
             norm(qr, qn);
@@ -661,7 +654,9 @@ fn qk_into_cache(
             norm(kr, kn);
         }
         rope(kr, pos);
-        cache.write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
+        seqs[r.seq]
+            .cache
+            .write(l, pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
     }
 }
 

@@ -115,6 +115,17 @@ impl Store {
             }
         }
     }
+    /// Copies the first `n` elements of `src` (a store of the same type and row size).
+    fn copy_prefix(&mut self, src: &Store, n: usize) {
+        match (self, src) {
+            (Store::F16(d), Store::F16(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Store::F32(d), Store::F32(s)) => d[..n].copy_from_slice(&s[..n]),
+            (Store::Q8_0(d), Store::Q8_0(s)) => {
+                d[..n / QK8_0].copy_from_slice(&s[..n / QK8_0]);
+            }
+            _ => unreachable!("copy between KV stores of different types"),
+        }
+    }
     #[inline(always)]
     fn read(&self, at: usize, out: &mut [f32]) {
         match self {
@@ -212,6 +223,27 @@ impl KvCache {
         self.v[l].write(pos * self.kv_dim, v);
     }
 
+    /// Copies positions `0..n` of every layer from `src` (a cache of the same shape and
+    /// types): a forked sequence starts from another's prefix. Returns false (and copies
+    /// nothing) when the shapes or types differ or `n` is past either context.
+    pub fn copy_prefix_from(&mut self, src: &KvCache, n: usize) -> bool {
+        let same =
+            (self.kv_dim, self.types(), self.k.len()) == (src.kv_dim, src.types(), src.k.len());
+        if !same || n > self.n_ctx || n > src.n_ctx {
+            return false;
+        }
+        let elems = n * self.kv_dim;
+        for (d, s) in self
+            .k
+            .iter_mut()
+            .zip(&src.k)
+            .chain(self.v.iter_mut().zip(&src.v))
+        {
+            d.copy_prefix(s, elems);
+        }
+        true
+    }
+
     /// Key of layer `l`, position `pos`, elements `off..off + out.len()` (one head).
     #[inline]
     pub fn read_k(&self, l: usize, pos: usize, off: usize, out: &mut [f32]) {
@@ -254,6 +286,40 @@ mod tests {
             assert_eq!(o, [9.0, 9.0]);
             c.read_k(1, 4, 0, &mut o);
             assert_eq!(o, [0.0, 0.0]);
+        }
+    }
+
+    #[test]
+    fn copy_prefix_takes_the_first_positions_of_every_layer() {
+        for ty in [KvType::F16, KvType::F32, KvType::Q8_0] {
+            let mut a = KvCache::new(2, 4, 32, ty);
+            let mut b = KvCache::new(2, 4, 32, ty);
+            for pos in 0..3 {
+                a.write(1, pos, &[pos as f32 + 1.0; 32], &[-(pos as f32) - 1.0; 32]);
+                b.write(1, pos, &[9.0; 32], &[9.0; 32]);
+            }
+            assert!(b.copy_prefix_from(&a, 2));
+            let (mut o, mut want) = ([0.0; 32], [0.0; 32]);
+            for pos in 0..3 {
+                b.read_k(1, pos, 0, &mut o);
+                a.read_k(1, pos, 0, &mut want);
+                assert_eq!(o == want, pos < 2, "{ty:?} key at {pos}");
+                b.read_v(1, pos, 0, &mut o);
+                a.read_v(1, pos, 0, &mut want);
+                assert_eq!(o == want, pos < 2, "{ty:?} value at {pos}");
+            }
+            assert!(!b.copy_prefix_from(&a, 5), "past the context");
+            let other = KvCache::new(
+                2,
+                4,
+                32,
+                if ty == KvType::F32 {
+                    KvType::F16
+                } else {
+                    KvType::F32
+                },
+            );
+            assert!(!b.copy_prefix_from(&other, 1), "other type");
         }
     }
 

@@ -7,9 +7,11 @@
 //! logits → sampler ([`sample_basic`]).
 
 pub mod attention;
+pub mod batch;
 pub mod chat;
 pub mod config;
 pub mod forward;
+pub mod generate;
 pub mod gguf;
 pub mod kld;
 pub mod kv_cache;
@@ -24,6 +26,7 @@ pub mod threadpool;
 pub mod tokenizer;
 pub mod weights;
 
+pub use batch::{Batch, BatchRow, SeqId};
 pub use config::{Arch, Config};
 pub use forward::{Model, ModelError, Session, SessionOptions};
 pub use kv_cache::KvType;

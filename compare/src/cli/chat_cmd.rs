@@ -12,8 +12,8 @@ use std::time::Instant;
 use clap::Args;
 use pocket_model::chat::{ChatMessage, ChatTemplate};
 use pocket_model::forward::ms_since;
+use pocket_model::generate::{generate, GenParams};
 use pocket_model::gguf::GgufFile;
-use pocket_model::tokenizer::StreamDecoder;
 use pocket_model::{Model, Session};
 
 use super::gen_args::{CacheArgs, SamplingArgs};
@@ -163,52 +163,36 @@ pub fn run(a: ChatArgs) -> CliResult {
 
         // Prefill only what the cache does not already hold.
         let reused = s.reuse_prefix(&tokens);
-        let new = &tokens[reused..];
-        new.iter().for_each(|&t| sampler.accept(t));
-        let t1 = Instant::now();
-        let mut next = sampler.sample(s.prefill(new)?);
-        sampler.accept(next);
-        let prompt_ms = ms_since(t1);
-
-        let t2 = Instant::now();
-        let mut dec = StreamDecoder::new();
-        let mut reply = String::new();
-        let mut n_gen = 0usize;
-        loop {
-            if tok.is_eog(next) {
-                break;
-            }
-            let piece = dec.push(tok, next, false);
-            write!(out, "{piece}")?;
-            out.flush()?;
-            reply.push_str(&piece);
-            n_gen += 1;
-            if n_gen == a.n_predict || s.pos() >= n_ctx {
-                break;
-            }
-            next = sampler.sample(s.decode(next)?);
-            sampler.accept(next);
+        let params = GenParams {
+            n_predict: a.n_predict,
+            stop: Vec::new(),
+        };
+        let mut failed = None;
+        let g = generate(&mut s, &mut sampler, &tokens[reused..], &params, |piece| {
+            failed = write!(out, "{piece}").and_then(|_| out.flush()).err();
+            failed.is_none()
+        })?;
+        if let Some(e) = failed {
+            return Err(e.into());
         }
-        let tail = dec.finish();
-        write!(out, "{tail}")?;
-        reply.push_str(&tail);
         writeln!(out)?;
         out.flush()?;
-        let gen_ms = ms_since(t2);
+        let (t, reply) = (g.timings, g.text);
         messages.push(ChatMessage::new("assistant", reply));
 
         tot.turns += 1;
-        tot.prompt_tokens += new.len();
-        tot.prompt_ms += prompt_ms;
+        tot.prompt_tokens += t.prompt_tokens;
+        tot.prompt_ms += t.prompt_ms;
         tot.reused += reused;
-        tot.gen_tokens += n_gen;
-        tot.dec_steps += n_gen.saturating_sub(1);
-        tot.gen_ms += gen_ms;
+        tot.gen_tokens += t.gen_tokens;
+        tot.dec_steps += t.decode_steps;
+        tot.gen_ms += t.gen_ms;
         eprintln!(
-            "[reused {reused} cached tokens, prefilled {} in {:.0} ms, generated {n_gen} in {:.0} ms, context {}/{}]",
-            new.len(),
-            prompt_ms,
-            gen_ms,
+            "[reused {reused} cached tokens, prefilled {} in {:.0} ms, generated {} in {:.0} ms, context {}/{}]",
+            t.prompt_tokens,
+            t.prompt_ms,
+            t.gen_tokens,
+            t.gen_ms,
             s.pos(),
             n_ctx
         );

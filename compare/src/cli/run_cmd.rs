@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use clap::Args;
 use pocket_model::forward::ms_since;
-use pocket_model::tokenizer::StreamDecoder;
+use pocket_model::generate::{generate, GenParams};
 use pocket_model::{Model, Session};
 
 use super::gen_args::{CacheArgs, SamplingArgs};
@@ -64,41 +64,31 @@ pub fn run(a: RunArgs) -> CliResult {
         out.flush()?;
     }
     let mut sampler = a.sampling.sampler();
-    prompt.iter().for_each(|&t| sampler.accept(t));
-    let t1 = Instant::now();
-    let mut next = sampler.sample(s.prefill(&prompt)?);
-    sampler.accept(next);
-    let prompt_ms = ms_since(t1);
-    let t2 = Instant::now();
-    let mut dec = StreamDecoder::new();
-    let mut n_gen = 0usize;
-    for i in 0..a.n_predict {
-        if tok.is_eog(next) {
-            break;
-        }
-        write!(out, "{}", dec.push(tok, next, false))?;
-        out.flush()?;
-        n_gen += 1;
-        if i + 1 == a.n_predict {
-            break;
-        }
-        next = sampler.sample(s.decode(next)?);
-        sampler.accept(next);
+    let params = GenParams {
+        n_predict: a.n_predict,
+        stop: Vec::new(),
+    };
+    let mut failed = None;
+    let g = generate(&mut s, &mut sampler, &prompt, &params, |piece| {
+        let r = write!(out, "{piece}").and_then(|_| out.flush());
+        // A closed stdout (`pocket run ... | head`) ends the generation.
+        failed = r.err();
+        failed.is_none()
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
     }
-    write!(out, "{}", dec.finish())?;
     writeln!(out)?;
-    let gen_ms = ms_since(t2);
-    // n_gen tokens were sampled, n_gen - 1 decode steps evaluated.
-    let n_dec = n_gen.saturating_sub(1);
+    let t = g.timings;
     eprintln!(
         "\nload {:.0} ms | prompt {} tokens in {:.1} ms ({:.2} t/s) | generation {} tokens in {:.1} ms ({:.2} t/s) | {} threads, {}",
         load_ms,
-        prompt.len(),
-        prompt_ms,
-        prompt.len() as f64 * 1e3 / prompt_ms,
-        n_dec,
-        gen_ms,
-        if gen_ms > 0.0 { n_dec as f64 * 1e3 / gen_ms } else { 0.0 },
+        t.prompt_tokens,
+        t.prompt_ms,
+        t.prompt_tps(),
+        t.decode_steps,
+        t.gen_ms,
+        t.decode_tps(),
         s.threads(),
         model.isa.name(),
     );

@@ -14,7 +14,8 @@ use pocket_kernels::ops::norm;
 use pocket_kernels::ops::rope::RopeMode;
 use pocket_kernels::GgmlType;
 
-use super::{add, qk_into_cache, Result, Session, SharedOut};
+use super::{add, qk_into_cache, ModelError, Result, Session, SharedOut};
+use crate::batch::Batch;
 use crate::config::{Arch, FfnAct, RopeType};
 use crate::linear::Linear;
 use crate::threadpool::ThreadPool;
@@ -158,6 +159,28 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
 /// A weight row as blocks. GGUF tensor data is 32-byte aligned and every block type here
 /// has 2- or 4-byte alignment and a size that keeps rows aligned, so the cast holds; a
 /// file that breaks that was rejected by the loader's validation.
+/// A batch as ggml numerics run it: the tokens of sequence 0 and the contiguous range of
+/// rows that want logits (llama.cpp's one-sequence CLI tools, which the twins follow).
+pub(super) fn one_sequence(batch: &Batch) -> Result<(Vec<u32>, Range<usize>)> {
+    if let Some(r) = batch.rows.iter().find(|r| r.seq != 0) {
+        return Err(ModelError::Numerics(format!(
+            "its forward pass runs one sequence (the batch has a row of sequence {})",
+            r.seq
+        )));
+    }
+    let want = batch.logit_rows();
+    let range = match (want.first(), want.last()) {
+        (Some(&a), Some(&b)) if b - a + 1 == want.len() => a..b + 1,
+        (None, _) => 0..0,
+        _ => {
+            return Err(ModelError::Numerics(
+                "its forward pass returns one contiguous range of logit rows".into(),
+            ))
+        }
+    };
+    Ok((batch.rows.iter().map(|r| r.token).collect(), range))
+}
+
 fn cast<B: bytemuck::Pod>(bytes: &[u8]) -> &[B] {
     bytemuck::cast_slice(bytes)
 }
@@ -208,9 +231,10 @@ impl Session<'_> {
         let c = &m.config;
         let t_n = tokens.len();
         let (e, qd, kvd, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
-        let pos0 = self.pos;
+        let pos0 = self.seqs[0].tokens.len();
+        let rows = Batch::sequence(tokens, pos0, 0, 0..0).rows;
         let Session {
-            cache,
+            seqs,
             pool,
             b,
             ropes,
@@ -245,7 +269,8 @@ impl Session<'_> {
             let norm = |x: &mut [f32], w: &[f32]| norm::rms_norm_heads_ref(x, w, c.eps);
             let rot =
                 |x: &mut [f32], pos: usize| rope::rope(mode, x, hd, table.cos(pos), table.sin(pos));
-            qk_into_cache(c, w, l, pos0, t_n, b, cache, norm, rot);
+            qk_into_cache(c, w, l, &rows, b, seqs, norm, rot);
+            let cache = &seqs[0].cache;
             trace("Qcur", l, &b.q);
             trace("Kcur", l, &b.k);
             trace("Vcur", l, &b.v);
@@ -347,8 +372,7 @@ impl Session<'_> {
             add(&mut b.x, &b.o);
             trace("l_out", l, &b.x);
         }
-        self.pos += t_n;
-        self.tokens.extend_from_slice(tokens);
+        self.seqs[0].tokens.extend_from_slice(tokens);
         let b = &mut self.b;
         let rows = &b.x[want.start * e..want.end * e];
         let mut xn = Vec::new();

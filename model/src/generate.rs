@@ -1,0 +1,265 @@
+//! The generation loop, once for every front end (`pocket run`, `pocket chat`, the
+//! server): prefill what the cache does not hold, sample, decode until an end-of-generation
+//! token, a stop string, the length limit, a full context or the caller says stop;
+//! stream UTF-8-safe pieces as they come (text that may be the start of a stop string is
+//! held back until it is known not to be); time the prompt and the generation.
+
+use std::time::Instant;
+
+use crate::forward::{ms_since, Result, Session};
+use crate::sampler::Sampler;
+use crate::tokenizer::StreamDecoder;
+
+/// What to generate.
+#[derive(Clone, Debug, Default)]
+pub struct GenParams {
+    /// Tokens to generate at most.
+    pub n_predict: usize,
+    /// Generation ends at the first of these in the text (which is cut before it).
+    pub stop: Vec<String>,
+}
+
+/// Why generation ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced this end-of-generation token (not part of the output).
+    Eog(u32),
+    /// `n_predict` tokens were generated.
+    Length,
+    /// The text reached this stop string.
+    Stop(String),
+    /// The sequence filled its context.
+    ContextFull,
+    /// The caller's callback asked to stop (a closed connection, the user speaking).
+    Cancelled,
+}
+
+/// Prompt and generation timings, as llama.cpp reports them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    /// Tokens evaluated for the prompt (after prefix reuse).
+    pub prompt_tokens: usize,
+    /// Prefill and the first sample.
+    pub prompt_ms: f64,
+    /// Tokens generated (sampled and kept).
+    pub gen_tokens: usize,
+    /// Decode steps evaluated (one fewer than the tokens: the last one is not evaluated).
+    pub decode_steps: usize,
+    pub gen_ms: f64,
+}
+
+impl Timings {
+    pub fn prompt_tps(&self) -> f64 {
+        rate(self.prompt_tokens, self.prompt_ms)
+    }
+    pub fn decode_tps(&self) -> f64 {
+        rate(self.decode_steps, self.gen_ms)
+    }
+}
+
+fn rate(n: usize, ms: f64) -> f64 {
+    if ms > 0.0 {
+        n as f64 * 1e3 / ms
+    } else {
+        0.0
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// The generated text, cut before a stop string.
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub stop: StopReason,
+    pub timings: Timings,
+}
+
+/// Evaluates `prompt` on sequence 0 of `s` (after what it already holds: see
+/// [`Session::reuse_prefix`]) and generates. `on_piece` gets each piece of text as it is
+/// final and returns whether to go on.
+pub fn generate(
+    s: &mut Session,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    p: &GenParams,
+    mut on_piece: impl FnMut(&str) -> bool,
+) -> Result<Generation> {
+    let tok = &s.model.tokenizer;
+    prompt.iter().for_each(|&t| sampler.accept(t));
+    let t1 = Instant::now();
+    let mut next = sampler.sample(s.prefill(prompt)?);
+    sampler.accept(next);
+    let mut timings = Timings {
+        prompt_tokens: prompt.len(),
+        prompt_ms: ms_since(t1),
+        ..Default::default()
+    };
+    let t2 = Instant::now();
+    let mut dec = StreamDecoder::new();
+    let mut out = StopFilter::new(&p.stop);
+    let mut tokens = Vec::new();
+    let stop = loop {
+        if p.n_predict == 0 {
+            break StopReason::Length;
+        }
+        if tok.is_eog(next) {
+            break StopReason::Eog(next);
+        }
+        tokens.push(next);
+        if let Some(stop) = out.push(&dec.push(tok, next, false), &mut on_piece) {
+            break stop;
+        }
+        if tokens.len() == p.n_predict {
+            break StopReason::Length;
+        }
+        if s.pos() >= s.n_ctx() {
+            break StopReason::ContextFull;
+        }
+        next = sampler.sample(s.decode(next)?);
+        sampler.accept(next);
+        timings.decode_steps += 1;
+    };
+    if !matches!(stop, StopReason::Stop(_) | StopReason::Cancelled) {
+        out.push(&dec.finish(), &mut on_piece);
+        out.flush(&mut on_piece);
+    }
+    timings.gen_tokens = tokens.len();
+    timings.gen_ms = ms_since(t2);
+    Ok(Generation {
+        text: out.text,
+        tokens,
+        stop,
+        timings,
+    })
+}
+
+/// Holds back text that may be the start of a stop string; cuts the text at one.
+struct StopFilter<'a> {
+    stop: &'a [String],
+    /// Everything kept so far.
+    text: String,
+    /// Bytes of `text` already handed to the caller.
+    sent: usize,
+}
+
+impl<'a> StopFilter<'a> {
+    fn new(stop: &'a [String]) -> Self {
+        StopFilter {
+            stop,
+            text: String::new(),
+            sent: 0,
+        }
+    }
+
+    /// Adds a piece; hands on what is final. `Some` when generation must end.
+    fn push(&mut self, piece: &str, on_piece: &mut impl FnMut(&str) -> bool) -> Option<StopReason> {
+        // Text already handed on is no prefix of any stop string, so a stop string can only
+        // begin in what is held back or new.
+        let from = self.sent;
+        self.text.push_str(piece);
+        for s in self.stop.iter().filter(|s| !s.is_empty()) {
+            if let Some(at) = self.text[from..].find(s.as_str()) {
+                self.text.truncate(from + at);
+                self.flush(on_piece);
+                return Some(StopReason::Stop(s.clone()));
+            }
+        }
+        // Hand on all but the longest tail that is a prefix of a stop string.
+        let hold = self
+            .stop
+            .iter()
+            .map(|s| longest_prefix_suffix(&self.text[self.sent..], s))
+            .max()
+            .unwrap_or(0);
+        let end = self.text.len() - hold;
+        if end > self.sent {
+            let ok = on_piece(&self.text[self.sent..end]);
+            self.sent = end;
+            if !ok {
+                return Some(StopReason::Cancelled);
+            }
+        }
+        None
+    }
+
+    fn flush(&mut self, on_piece: &mut impl FnMut(&str) -> bool) {
+        if self.text.len() > self.sent {
+            on_piece(&self.text[self.sent..]);
+            self.sent = self.text.len();
+        }
+    }
+}
+
+/// The length of the longest suffix of `text` that is a proper prefix of `stop`, cut at
+/// a char boundary of `text`.
+fn longest_prefix_suffix(text: &str, stop: &str) -> usize {
+    (1..stop.len().min(text.len() + 1))
+        .rev()
+        .find(|&n| {
+            text.is_char_boundary(text.len() - n)
+                && stop
+                    .as_bytes()
+                    .starts_with(&text.as_bytes()[text.len() - n..])
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(stop: &[&str], pieces: &[&str]) -> (Vec<String>, String, Option<StopReason>) {
+        let stop: Vec<String> = stop.iter().map(|s| s.to_string()).collect();
+        let mut f = StopFilter::new(&stop);
+        let mut got = Vec::new();
+        let mut reason = None;
+        for p in pieces {
+            reason = f.push(p, &mut |s: &str| {
+                got.push(s.to_string());
+                true
+            });
+            if reason.is_some() {
+                break;
+            }
+        }
+        if reason.is_none() {
+            f.flush(&mut |s: &str| {
+                got.push(s.to_string());
+                true
+            });
+        }
+        (got, f.text, reason)
+    }
+
+    #[test]
+    fn stop_strings_cut_the_text_and_hold_back_partial_matches() {
+        let (got, text, r) = run(&["</s>"], &["Hello", " wor", "ld<", "/", "s>", "never"]);
+        assert_eq!(text, "Hello world");
+        assert_eq!(got.concat(), "Hello world");
+        assert_eq!(
+            got,
+            ["Hello", " wor", "ld"],
+            "`<` and `/` held back, then dropped"
+        );
+        assert_eq!(r, Some(StopReason::Stop("</s>".into())));
+        // A partial match that does not complete is handed on.
+        let (got, text, r) = run(&["</s>"], &["a<", "b"]);
+        assert_eq!(
+            (got.concat().as_str(), text.as_str(), r),
+            ("a<b", "a<b", None)
+        );
+        // A stop string inside one piece, several stop strings, multibyte text.
+        let (_, text, r) = run(&["\n\n", "User:"], &["é ok\nUs", "er: hi"]);
+        assert_eq!(text, "é ok\n");
+        assert_eq!(r, Some(StopReason::Stop("User:".into())));
+        let (got, _, _) = run(&[], &["plain"]);
+        assert_eq!(got, ["plain"]);
+    }
+
+    #[test]
+    fn the_callback_cancels() {
+        let stop: Vec<String> = Vec::new();
+        let mut f = StopFilter::new(&stop);
+        assert_eq!(f.push("x", &mut |_| false), Some(StopReason::Cancelled));
+    }
+}
