@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use pocket_model::gguf::{Gguf, GgufFile};
+use pocket_model::gguf::Gguf;
 use pocket_model::{Config, LoadOptions, Model, Op, Placement, Session, SessionOptions};
 
 use crate::bench_row::BenchRow;
@@ -172,25 +172,22 @@ pub fn self_peak_rss() -> u64 {
 
 /// A loaded model ready to bench.
 pub struct Loaded {
-    pub model: Model<'static>,
+    pub model: Model,
     pub info: ModelInfo,
     pub filename: String,
     pub load_ms: f64,
 }
 
-/// Maps and loads `path` (the file stays mapped for the rest of the process).
+/// Maps and loads `path`.
 pub fn load(path: &Path) -> Result<Loaded> {
     if !path.is_file() {
         return Err(format!("model {} not found", path.display()).into());
     }
     let t0 = Instant::now();
-    let file: &'static GgufFile = Box::leak(Box::new(
-        GgufFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?,
-    ));
-    let model = Model::from_gguf(file, LoadOptions::default())
+    let model = Model::load_with(path, LoadOptions::default())
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let info = ModelInfo::of(file, &model.config);
+    let info = ModelInfo::of(model.gguf(), &model.config);
     Ok(Loaded {
         model,
         info,

@@ -19,7 +19,7 @@ mod sequences;
 
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pocket_kernels::ops::rope::{RopeMode, RopeTable};
@@ -86,49 +86,53 @@ pub enum ModelError {
 
 pub type Result<T> = std::result::Result<T, ModelError>;
 
-pub struct Model<'a> {
+pub struct Model {
     pub config: Config,
-    pub weights: Weights<'a>,
+    pub weights: Weights,
     pub tokenizer: Tokenizer,
     pub isa: Isa,
     /// The arithmetic of the forward pass (see [`Numerics`]).
     pub numerics: Numerics,
-    /// The map to drop the token-embedding pages from after each lookup (see `forward`),
-    /// set when those pages serve nothing else (the head is a packed copy or its own tensor).
-    embd_map: Option<&'a GgufFile>,
+    /// The mapped file: the zero-copy matrices and the embeddings read it; the model owns
+    /// it (shared with those matrices), so it is unmapped when the model is dropped.
+    file: Arc<GgufFile>,
+    /// Drop the token-embedding pages from the map after each lookup (see `forward`): set
+    /// when those pages serve nothing else (the head is a packed copy or its own tensor).
+    release_embd: bool,
 }
 
-impl Model<'static> {
-    /// Maps and loads a GGUF model. The mapping lives for the rest of the process (the
-    /// generic matrices borrow it zero-copy); use [`Model::from_gguf`] to control its life.
-    pub fn load(path: impl AsRef<Path>) -> Result<Model<'static>> {
+impl Model {
+    /// Maps and loads a GGUF model.
+    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
         Self::load_with(path, LoadOptions::default())
     }
 
-    pub fn load_with(path: impl AsRef<Path>, o: LoadOptions) -> Result<Model<'static>> {
-        let file: &'static GgufFile = Box::leak(Box::new(GgufFile::open(path)?));
-        Model::from_gguf(file, o)
+    pub fn load_with(path: impl AsRef<Path>, o: LoadOptions) -> Result<Model> {
+        Model::from_gguf(Arc::new(GgufFile::open(path)?), o)
     }
-}
 
-impl<'a> Model<'a> {
-    pub fn from_gguf(g: &'a GgufFile, mut o: LoadOptions) -> Result<Model<'a>> {
-        let config = Config::from_gguf(g)?;
+    /// The file the model was loaded from (metadata: chat template, tokenizer, ...).
+    pub fn gguf(&self) -> &GgufFile {
+        &self.file
+    }
+
+    pub fn from_gguf(g: Arc<GgufFile>, mut o: LoadOptions) -> Result<Model> {
+        let config = Config::from_gguf(&g)?;
         if o.numerics == Numerics::Ggml {
             // The twins read the GGUF blocks as they are.
             (o.pack, o.fuse) = (false, false);
         }
         let weights = if o.release_mapped {
-            Weights::load(g, &config, o, &|bytes| {
+            Weights::load(&g, &config, o, &|bytes| {
                 g.release_pages(bytes);
             })?
         } else {
-            Weights::load(g, &config, o, &|_| {})?
+            Weights::load(&g, &config, o, &|_| {})?
         };
         if o.numerics == Numerics::Ggml {
             exact::check(&weights).map_err(ModelError::Numerics)?;
         }
-        let tokenizer = Tokenizer::from_gguf(g)?;
+        let tokenizer = Tokenizer::from_gguf(&g)?;
         let head_reads_embd = weights.tied && !matches!(weights.output, Linear::Packed(_));
         Ok(Model {
             config,
@@ -136,7 +140,8 @@ impl<'a> Model<'a> {
             tokenizer,
             isa: Isa::active(),
             numerics: o.numerics,
-            embd_map: (o.release_mapped && !head_reads_embd).then_some(g),
+            file: g,
+            release_embd: o.release_mapped && !head_reads_embd,
         })
     }
 }
@@ -213,7 +218,7 @@ pub(crate) struct Sequence {
 /// The sequences being evaluated (sequence 0 unless a batch names others): their KV
 /// caches, the thread pool and buffers.
 pub struct Session<'m> {
-    pub model: &'m Model<'m>,
+    pub model: &'m Model,
     seqs: Vec<Sequence>,
     pool: ThreadPool,
     b: Bufs,
@@ -228,12 +233,12 @@ pub struct Session<'m> {
 
 impl<'m> Session<'m> {
     /// Panics if a KV cache type does not fit the model's head size; see [`Session::try_new`].
-    pub fn new(model: &'m Model<'m>, o: SessionOptions) -> Session<'m> {
+    pub fn new(model: &'m Model, o: SessionOptions) -> Session<'m> {
         Self::try_new(model, o).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A session, or an error when a KV cache type cannot store this model's heads.
-    pub fn try_new(model: &'m Model<'m>, o: SessionOptions) -> Result<Session<'m>> {
+    pub fn try_new(model: &'m Model, o: SessionOptions) -> Result<Session<'m>> {
         let c = &model.config;
         for ty in [o.type_k, o.type_v] {
             ty.check(c.head_dim).map_err(ModelError::KvType)?;
@@ -364,7 +369,7 @@ impl<'m> Session<'m> {
         let mut trimmed = false;
 
         // Embeddings.
-        let (ety, edata) = m.weights.tok_embd;
+        let (ety, edata) = (m.weights.tok_embd.0, &m.weights.tok_embd.1[..]);
         let rb = ety.row_bytes(e as u64).unwrap() as usize;
         b.x.resize(t_n * e, 0.0);
         for (t, r) in rows.iter().enumerate() {
@@ -378,8 +383,8 @@ impl<'m> Session<'m> {
         // Each looked-up row faults in the kernel's whole fault-around window (64 KiB) of
         // the map: 512 random tokens left ~32 MB resident for 0.5 MB read. Nothing else
         // reads these pages, so drop them again (one madvise, tens of microseconds).
-        if let Some(map) = m.embd_map {
-            map.release_pages(edata);
+        if m.release_embd {
+            m.file.release_pages(edata);
         }
         mark(prof, Op::Other);
 

@@ -17,6 +17,7 @@ use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::Bloc
 use pocket_kernels::matmul::{self, Kind, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
 
+use crate::gguf::TensorBytes;
 use crate::threadpool::ThreadPool;
 
 /// The activation format a weight type's dot product pairs with.
@@ -49,28 +50,28 @@ pub fn packable(ty: GgmlType, cols: usize) -> bool {
     ) && cols % ty.block_size().max(32) == 0
 }
 
-pub enum Linear<'a> {
+pub enum Linear {
     Packed(PackedMatrix),
     Generic {
         ty: GgmlType,
-        /// Row-major raw blocks, borrowed from the mapped file.
-        data: &'a [u8],
+        /// Row-major raw blocks, in the mapped file.
+        data: TensorBytes,
         rows: usize,
         cols: usize,
     },
 }
 
-impl<'a> Linear<'a> {
+impl Linear {
     /// A linear layer over raw bytes: packed when `pack` and the type allows, else generic.
     pub fn new(
         ty: GgmlType,
-        data: &'a [u8],
+        data: TensorBytes,
         rows: usize,
         cols: usize,
         pack: bool,
     ) -> Result<Self, String> {
         if pack && packable(ty, cols) {
-            return PackedMatrix::pack(ty, data, rows, cols)
+            return PackedMatrix::pack(ty, &data, rows, cols)
                 .map(Linear::Packed)
                 .map_err(|e| e.to_string());
         }

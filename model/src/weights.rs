@@ -7,7 +7,9 @@ use pocket_kernels::matmul::PackedMatrix;
 use pocket_kernels::GgmlType;
 
 use crate::config::{Config, FfnAct};
-use crate::gguf::Gguf;
+use std::sync::Arc;
+
+use crate::gguf::{Gguf, GgufFile, TensorBytes};
 use crate::linear::{packable, Linear};
 
 #[derive(Debug, thiserror::Error)]
@@ -25,50 +27,50 @@ pub enum WeightError {
 }
 
 /// The Q/K/V projections: one fused packed matrix, or three.
-pub enum Qkv<'a> {
+pub enum Qkv {
     /// `Linear::Packed` with parts `[q_dim, kv_dim, kv_dim]`.
-    Fused(Linear<'a>),
+    Fused(Linear),
     Split {
-        q: Linear<'a>,
-        k: Linear<'a>,
-        v: Linear<'a>,
+        q: Linear,
+        k: Linear,
+        v: Linear,
     },
 }
 
 /// Gate and up projections.
-pub enum GateUp<'a> {
+pub enum GateUp {
     /// Packed gate/up pair whose kernel writes `silu(gate)·up` directly.
-    SwiGlu(Linear<'a>),
+    SwiGlu(Linear),
     /// Gate rows then up rows in one packed matrix (`2·n_ff` outputs).
-    Stacked(Linear<'a>),
+    Stacked(Linear),
     Split {
-        gate: Linear<'a>,
-        up: Linear<'a>,
+        gate: Linear,
+        up: Linear,
     },
 }
 
-pub struct Layer<'a> {
+pub struct Layer {
     pub attn_norm: Vec<f32>,
-    pub qkv: Qkv<'a>,
+    pub qkv: Qkv,
     pub bias: Option<[Vec<f32>; 3]>,
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
-    pub wo: Linear<'a>,
+    pub wo: Linear,
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
-    pub gate_up: GateUp<'a>,
-    pub down: Linear<'a>,
+    pub gate_up: GateUp,
+    pub down: Linear,
     pub post_ffw_norm: Option<Vec<f32>>,
 }
 
-pub struct Weights<'a> {
+pub struct Weights {
     /// Token embeddings, raw (rows dequantized on lookup).
-    pub tok_embd: (GgmlType, &'a [u8]),
+    pub tok_embd: (GgmlType, TensorBytes),
     pub output_norm: Vec<f32>,
     /// The LM head (the token embedding when the file has no `output.weight`).
-    pub output: Linear<'a>,
+    pub output: Linear,
     pub tied: bool,
-    pub layers: Vec<Layer<'a>>,
+    pub layers: Vec<Layer>,
 }
 
 /// Options for loading.
@@ -201,12 +203,12 @@ fn vector<B: AsRef<[u8]>>(g: &Gguf<B>, name: &str) -> Result<Vec<f32>, WeightErr
 /// Called with the mapped bytes of each tensor once an owned packed copy of it exists.
 pub type Release<'r> = &'r dyn Fn(&[u8]);
 
-fn matrix<'a, B: AsRef<[u8]>>(
-    g: &'a Gguf<B>,
+fn matrix(
+    g: &Arc<GgufFile>,
     name: &str,
     pack: bool,
     release: Release,
-) -> Result<Linear<'a>, WeightError> {
+) -> Result<Linear, WeightError> {
     let (info, bytes) = g
         .tensor(name)
         .map_err(|_| WeightError::Missing(name.to_string()))?;
@@ -218,6 +220,7 @@ fn matrix<'a, B: AsRef<[u8]>>(
             .map(Linear::Packed)
             .map_err(pack_err(name.to_string()));
     }
+    let bytes = TensorBytes::of(g, name).map_err(|_| WeightError::Missing(name.to_string()))?;
     Linear::new(ty, bytes, rows, cols, false).map_err(|why| WeightError::Bad {
         name: name.to_string(),
         why,
@@ -236,19 +239,21 @@ fn pack_err(name: String) -> impl FnOnce(pocket_kernels::matmul::PackError) -> W
     }
 }
 
-impl<'a> Weights<'a> {
+impl Weights {
     /// Loads (validates, packs, borrows) every weight. `release` is called with the mapped
     /// bytes of each tensor right after its packed copy is made, so the loader can drop
     /// those pages from the resident set before the next tensor is read: peak memory is then
     /// the packed weights plus one tensor, not the file plus its packed copy.
-    pub fn load<B: AsRef<[u8]>>(
-        g: &'a Gguf<B>,
+    pub fn load(
+        g: &Arc<GgufFile>,
         c: &Config,
         o: LoadOptions,
         release: Release,
-    ) -> Result<Weights<'a>, WeightError> {
+    ) -> Result<Weights, WeightError> {
         validate(g, c)?;
-        let tok_embd = raw(g, "token_embd.weight");
+        let (ety, _) = raw(g, "token_embd.weight");
+        let edata = TensorBytes::of(g, "token_embd.weight").expect("validated");
+        let tok_embd = (ety, edata);
         let tied = g.tensor_info("output.weight").is_none();
         let head = if tied {
             "token_embd.weight"
@@ -364,5 +369,5 @@ trait Released: Sized {
         self
     }
 }
-impl Released for Qkv<'_> {}
-impl Released for GateUp<'_> {}
+impl Released for Qkv {}
+impl Released for GateUp {}

@@ -51,7 +51,7 @@ fn llama_perplexity(args: &[&str], model: &Path) -> String {
     all
 }
 
-fn load(m: &Path, numerics: Numerics) -> Model<'static> {
+fn load(m: &Path, numerics: Numerics) -> Model {
     Model::load_with(
         m,
         LoadOptions {

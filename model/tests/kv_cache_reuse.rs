@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use pocket_model::chat::{ChatMessage, ChatTemplate};
 use pocket_model::gguf::GgufFile;
 use pocket_model::perplexity::perplexity_with;
-use pocket_model::{KvType, LoadOptions, Model, Session, SessionOptions};
+use pocket_model::{KvType, Model, Session, SessionOptions};
 
 mod common;
 use common::fixture;
@@ -45,11 +45,8 @@ fn turns(file: &GgufFile, m: &Model) -> (Vec<u32>, Vec<u32>) {
 }
 
 fn check_reuse(name: &str, ty: KvType) {
-    let file: &'static GgufFile = Box::leak(Box::new(
-        GgufFile::open(fixture(&format!("models/{name}"))).unwrap(),
-    ));
-    let m = Model::from_gguf(file, LoadOptions::default()).unwrap();
-    let (one, two) = turns(file, &m);
+    let m = Model::load(fixture(&format!("models/{name}"))).unwrap();
+    let (one, two) = turns(m.gguf(), &m);
 
     let mut s = Session::new(&m, opts(ty));
     s.prefill(&one).unwrap();

@@ -209,7 +209,7 @@ fn theirs_greedy(m: &PathBuf, prompt: &str, n: usize) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-fn load(m: &PathBuf, numerics: Numerics) -> Model<'static> {
+fn load(m: &PathBuf, numerics: Numerics) -> Model {
     Model::load_with(
         m,
         LoadOptions {

@@ -13,7 +13,6 @@ use clap::Args;
 use pocket_model::chat::{ChatMessage, ChatTemplate};
 use pocket_model::forward::ms_since;
 use pocket_model::generate::{generate, GenParams};
-use pocket_model::gguf::GgufFile;
 use pocket_model::{Model, Session};
 
 use super::gen_args::{CacheArgs, SamplingArgs};
@@ -81,10 +80,9 @@ pub fn run(a: ChatArgs) -> CliResult {
         .into());
     }
     let t0 = Instant::now();
-    let file: &'static GgufFile = Box::leak(Box::new(GgufFile::open(&a.model)?));
-    let model = Model::from_gguf(file, a.cache.load_options())?;
+    let model = Model::load_with(&a.model, a.cache.load_options())?;
     let tok = &model.tokenizer;
-    let tmpl = ChatTemplate::from_gguf(file, tok, a.chat_template.as_deref())?;
+    let tmpl = ChatTemplate::from_gguf(model.gguf(), tok, a.chat_template.as_deref())?;
     let mut s = Session::try_new(&model, a.cache.session_options(a.ctx_size, a.threads))?;
     let load_ms = ms_since(t0);
     let n_ctx = s.n_ctx();

@@ -89,13 +89,14 @@ enum Act {
 fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut Vec<f32>) {
     let Linear::Generic {
         ty,
-        data,
+        ref data,
         rows,
         cols,
     } = *lin
     else {
         unreachable!("checked at load")
     };
+    let data: &[u8] = data;
     out.resize(tokens * rows, 0.0);
     let grouped = tokens - tokens % 4;
     let acts: Vec<Act> = x
@@ -245,7 +246,7 @@ impl Session<'_> {
             RopeType::Normal => RopeMode::Normal,
             RopeType::Neox => RopeMode::Neox,
         };
-        let (ety, edata) = m.weights.tok_embd;
+        let (ety, edata) = (m.weights.tok_embd.0, &m.weights.tok_embd.1[..]);
         let rb = ety.row_bytes(e as u64).unwrap() as usize;
         b.x.resize(t_n * e, 0.0);
         for (t, &tok) in tokens.iter().enumerate() {

@@ -74,3 +74,39 @@ fn page_size() -> usize {
         64 << 10
     }
 }
+
+/// A tensor's bytes inside a mapped file shared by reference count: cheap to clone,
+/// derefs to the bytes, and keeps the map alive, so a model owns its file instead of
+/// borrowing it (no leaked maps, a model can be loaded, shared across threads and dropped).
+#[derive(Clone)]
+pub struct TensorBytes {
+    file: std::sync::Arc<GgufFile>,
+    start: usize,
+    len: usize,
+}
+
+impl TensorBytes {
+    /// The bytes of tensor `name` (an error if the file has no such tensor).
+    pub fn of(file: &std::sync::Arc<GgufFile>, name: &str) -> Result<TensorBytes> {
+        let (info, bytes) = file.tensor(name)?;
+        let start = (file.data_start() + info.offset) as usize;
+        // `tensor` bounds-checked the range (an empty slice if it was out of range).
+        Ok(TensorBytes {
+            file: file.clone(),
+            start,
+            len: bytes.len(),
+        })
+    }
+
+    /// The file these bytes are in.
+    pub fn file(&self) -> &GgufFile {
+        &self.file
+    }
+}
+
+impl std::ops::Deref for TensorBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.file.bytes()[self.start..self.start + self.len]
+    }
+}

@@ -12,7 +12,7 @@ mod value;
 mod writer;
 
 pub use error::{GgufError, Result};
-pub use file::GgufFile;
+pub use file::{GgufFile, TensorBytes};
 pub use reader::{Gguf, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_DIMS};
 pub use value::{ArrayIter, ArrayView, Value, ValueType, MAX_ARRAY_DEPTH};
 pub use writer::{GgufWriter, MetaValue};
