@@ -19,11 +19,18 @@
 //! templates that ignore or reject a system message (probed once, like llama.cpp's
 //! `supports_system_role` capability) the system message is prepended to the next message
 //! with a `"\n"`.
+//!
+//! The template is untrusted input (it comes from the GGUF file), so compiling and rendering
+//! run with limits: a size cap on the source, a fuel budget per render (minijinja charges one
+//! fuel per instruction and per 64 bytes of data the template creates, so the budget bounds
+//! both time and memory), the VM's recursion limit, and a cap on the output. A hostile
+//! template ends in a [`ChatError`], never a hang or an out-of-memory.
 
 use std::borrow::Cow;
+use std::io;
 
-use minijinja::value::{Kwargs, Value, ValueKind};
-use minijinja::{Environment, Error, ErrorKind};
+use minijinja::value::{Kwargs, StringInput, Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State};
 
 use crate::gguf::{Gguf, GgufError};
 use crate::tokenizer::Tokenizer;
@@ -50,7 +57,67 @@ pub enum ChatError {
     Template(#[from] Error),
     #[error("reading tokenizer.chat_template: {0}")]
     Gguf(#[from] GgufError),
+    #[error("chat template is {len} bytes, the limit is {max}")]
+    TemplateTooLarge { len: usize, max: usize },
+    #[error("chat template exceeds the fuel limit of {fuel} (a loop that does not end?)")]
+    OutOfFuel { fuel: u64 },
+    #[error("chat template output exceeds {max} bytes (a loop that does not end?)")]
+    OutputTooLarge { max: usize },
+    #[error("chat template has a tag of {len} bytes of code, the limit is {max}")]
+    TagTooLong { len: usize, max: usize },
+    #[error("starting the chat template thread: {0}")]
+    Thread(io::Error),
+    #[error("chat template: minijinja panicked")]
+    Panicked,
 }
+
+/// Real templates are 1-18 KiB (the largest of llama.cpp's models/templates is 18 KiB);
+/// compiling megabytes of hostile source would only cost time and memory.
+pub const MAX_TEMPLATE_BYTES: usize = 256 << 10;
+
+/// The fuel of one render (minijinja charges one fuel per instruction and per 64 bytes of
+/// data created, so fuel bounds both time and memory): a fixed part for the template's own
+/// work, plus per message some instructions and a walk over the whole conversation text,
+/// since real templates rebuild their output with `~` once per message (Reka-Edge:
+/// quadratic). Capped so that a huge conversation cannot buy a hostile template more than
+/// 64 MiB of data, or values nested deeper than [`STACK_BYTES`] holds.
+///
+/// Measured on llama.cpp's 72 models/templates: at most ~1.3k fuel on the six-message test
+/// conversation; on 400 messages of 1 KiB (~100k tokens) 20k-110k, gemma-4 0.8M, Reka-Edge
+/// 3.9M (so Reka-Edge stops at ~200 such messages, ~50k tokens). A render runs ~10-50 ns a
+/// fuel: the base is ~10 ms, the cap ~50 ms.
+const FUEL_BASE: u64 = 200_000;
+const FUEL_PER_MESSAGE: u64 = 2_000;
+/// Fuel per message per byte of conversation text: four re-reads (a fuel pays 64 bytes).
+const FUEL_TEXT_DIVISOR: u64 = 16;
+const FUEL_MAX: u64 = 1_000_000;
+
+/// The most code (bytes outside string literals, spaces not counted) in one `{{ }}` or
+/// `{% %}` tag; llama.cpp's templates have at most 210. minijinja nests an expression as deep
+/// as its operator chain is long (`1~1~...`, `- - - x`, `x|f|f|f`), and compiling that takes
+/// time quadratic in the depth (constant folding is retried at every level).
+const MAX_TAG_CODE: usize = 4096;
+
+/// minijinja recurses on the native stack over the syntax tree (its parser bounds only part
+/// of the nesting: operator, attribute and filter chains, and `elif` chains nest as deep as
+/// they are long) and over nested values (dropping, printing, comparing them), which a loop
+/// can nest one level per ~8 fuel. Both overflow an 8 MiB stack (an abort, not an error), so
+/// compiling and rendering run on a thread whose stack fits the worst case: ~350 bytes a
+/// level, for [`FUEL_MAX`]/8 levels of values or the ~16k `elif`s that fit in
+/// [`MAX_TEMPLATE_BYTES`], is < 50 MiB. The stack is reserved, not used until touched.
+const STACK_BYTES: usize = 256 << 20;
+
+/// The output cap: the messages plus what a template adds around them (role headers, a
+/// default system prompt, dates), with plenty of headroom.
+const OUTPUT_BASE: usize = 1 << 20;
+const OUTPUT_PER_MESSAGE: usize = 4 << 10;
+
+/// minijinja's default; it is also the most it allows without the `stacker` feature. Real
+/// templates nest a few levels (a recursive macro for JSON schemas maybe ten).
+const RECURSION_LIMIT: usize = 500;
+
+/// How deep `tojson` descends (it recurses on the native stack); tool schemas nest < 20.
+const MAX_JSON_DEPTH: usize = 128;
 
 /// llama.cpp's `CHATML_TEMPLATE_SRC` (common/chat.cpp), its fallback for models without a
 /// template.
@@ -130,8 +197,27 @@ impl ChatTemplate {
     /// Compiles `source` (jinja text, or a built-in name) with the given token texts. Nothing
     /// is stripped from the output (see [`ChatTemplate::with_strip`]).
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, ChatError> {
-        let source = builtin_template(source).unwrap_or(source).to_string();
+        let source = builtin_template(source).unwrap_or(source);
+        if source.len() > MAX_TEMPLATE_BYTES {
+            return Err(ChatError::TemplateTooLarge {
+                len: source.len(),
+                max: MAX_TEMPLATE_BYTES,
+            });
+        }
+        let tag = longest_tag_code(source);
+        if tag > MAX_TAG_CODE {
+            return Err(ChatError::TagTooLong {
+                len: tag,
+                max: MAX_TAG_CODE,
+            });
+        }
+        on_big_stack(|| Self::compile(source, bos_token, eos_token))
+    }
+
+    fn compile(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, ChatError> {
+        let source = source.to_string();
         let mut env = Environment::new();
+        env.set_recursion_limit(RECURSION_LIMIT);
         env.set_syntax(
             minijinja::syntax::SyntaxConfig::builder()
                 .trim_blocks(true)
@@ -143,6 +229,10 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
+        // Pretty-printing nested values takes time cubic in their depth, unpaid by fuel (and
+        // no chat template uses it).
+        env.remove_filter("pprint");
+        env.add_filter("join", join);
         env.add_template_owned(TEMPLATE_NAME, source.clone())?;
         let mut t = ChatTemplate {
             env,
@@ -235,7 +325,7 @@ impl ChatTemplate {
                 next.1 = format!("{sys}\n{}", next.1);
             }
         }
-        let mut out = self.render_raw(&msgs, add_generation_prompt)?;
+        let mut out = on_big_stack(|| self.render_raw(&msgs, add_generation_prompt))?;
         if self.strip_bos && !self.bos_token.is_empty() && out.starts_with(&self.bos_token) {
             out.drain(..self.bos_token.len());
         }
@@ -245,11 +335,17 @@ impl ChatTemplate {
         Ok(out)
     }
 
+    /// Renders with this conversation's fuel budget and output cap.
     fn render_raw(
         &self,
         msgs: &[(String, String)],
         add_generation_prompt: bool,
-    ) -> Result<String, Error> {
+    ) -> Result<String, ChatError> {
+        let text: usize = msgs.iter().map(|(r, c)| r.len() + c.len()).sum();
+        let n = msgs.len() as u64;
+        let per_message = FUEL_PER_MESSAGE + text as u64 / FUEL_TEXT_DIVISOR;
+        let fuel = FUEL_MAX.min(FUEL_BASE.saturating_add(n.saturating_mul(per_message)));
+        let max_out = OUTPUT_BASE + OUTPUT_PER_MESSAGE * msgs.len() + 2 * text;
         let messages: Vec<Value> = msgs
             .iter()
             .map(|(role, content)| {
@@ -265,7 +361,25 @@ impl ChatTemplate {
             ("bos_token", Value::from(self.bos_token.as_str())),
             ("eos_token", Value::from(self.eos_token.as_str())),
         ]);
-        self.env.get_template(TEMPLATE_NAME)?.render(ctx)
+        // The fuel is per render, so each render gets a copy of the environment (cheap: the
+        // compiled template is shared).
+        let mut env = self.env.clone();
+        env.set_fuel(Some(fuel));
+        let mut out = CappedOutput {
+            buf: Vec::new(),
+            max: max_out,
+            full: false,
+        };
+        let tmpl = env.get_template(TEMPLATE_NAME)?;
+        let r = tmpl.render_captured_to(ctx, &mut out);
+        match r {
+            // minijinja writes whole `str`s, so this is never lossy.
+            Ok(_) => Ok(String::from_utf8(out.buf)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+            Err(_) if out.full => Err(ChatError::OutputTooLarge { max: out.max }),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(ChatError::OutOfFuel { fuel }),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// llama.cpp's capability probe: a system message whose content does not reach the
@@ -277,6 +391,76 @@ impl ChatTemplate {
             ("user".to_string(), "User message".to_string()),
         ];
         matches!(self.render_raw(&msgs, false), Ok(s) if s.contains(MARK))
+    }
+}
+
+/// The code bytes of the longest tag (see [`MAX_TAG_CODE`]), by a lexical scan like
+/// minijinja's: tags open with `{{`/`{%`, comments `{# #}` are skipped, quotes and
+/// backslash escapes in string literals are honoured.
+fn longest_tag_code(src: &str) -> usize {
+    let b = src.as_bytes();
+    let (mut i, mut longest) = (0, 0);
+    while i + 1 < b.len() {
+        match (b[i], b[i + 1]) {
+            (b'{', b'#') => {
+                i = src[i + 2..].find("#}").map_or(b.len(), |j| i + 2 + j + 2);
+            }
+            (b'{', open @ (b'{' | b'%')) => {
+                let close = if open == b'{' { b'}' } else { b'%' };
+                let (mut j, mut code, mut quote) = (i + 2, 0, None);
+                while j < b.len() {
+                    let c = b[j];
+                    match quote {
+                        Some(_) if c == b'\\' => j += 1,
+                        Some(q) if c == q => quote = None,
+                        Some(_) => {}
+                        None if c == b'"' || c == b'\'' => quote = Some(c),
+                        None if c == close && b.get(j + 1) == Some(&b'}') => break,
+                        None if !c.is_ascii_whitespace() => code += 1,
+                        None => {}
+                    }
+                    j += 1;
+                }
+                longest = longest.max(code);
+                i = j + 2;
+            }
+            _ => i += 1,
+        }
+    }
+    longest
+}
+
+/// Runs `f` on a thread with a [`STACK_BYTES`] stack; a panic in it becomes an error.
+fn on_big_stack<T: Send>(f: impl FnOnce() -> Result<T, ChatError> + Send) -> Result<T, ChatError> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("chat-template".into())
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(s, f)
+            .map_err(ChatError::Thread)?
+            .join()
+            .unwrap_or(Err(ChatError::Panicked))
+    })
+}
+
+/// The render's output buffer; fails the render once it would grow past `max`.
+struct CappedOutput {
+    buf: Vec<u8>,
+    max: usize,
+    full: bool,
+}
+
+impl io::Write for CappedOutput {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if self.buf.len() + b.len() > self.max {
+            self.full = true;
+            return Err(io::Error::other("chat template output too large"));
+        }
+        self.buf.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -293,9 +477,37 @@ fn raise_exception(msg: String) -> Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, msg))
 }
 
+/// minijinja's `join`, after paying for its output: minijinja checks the output against the
+/// fuel only for a non-empty joiner, so `[s] * n | join('')` could build all n copies of `s`
+/// (gigabytes) before running out.
+fn join(
+    state: &mut State,
+    value: &Value,
+    joiner: Option<StringInput<'_>>,
+    attribute: Option<&str>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let sep = joiner.as_ref().map_or(0, |j| j.as_str().len());
+    let mut bytes = 0usize;
+    for item in value.try_iter().into_iter().flatten() {
+        let item = match attribute {
+            Some(a) => item.get_attr(a).unwrap_or_default(),
+            None => item,
+        };
+        bytes = bytes.saturating_add(sep + item.as_str().map_or(0, str::len));
+    }
+    state.consume_fuel(bytes as u64 / 64)?;
+    minijinja::filters::join(state, value, joiner, attribute, kwargs)
+}
+
 /// Python's `json.dumps(value, ensure_ascii=False, indent=indent)` as Hugging Face's
 /// `tojson` filter calls it.
-fn tojson(value: Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+fn tojson(
+    state: &State,
+    value: Value,
+    indent: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let indent: Option<usize> = match indent.or(kwargs.get::<Option<Value>>("indent")?) {
         Some(v) if v.kind() == ValueKind::Number => Some(usize::try_from(v)?),
         Some(v) if v.kind() == ValueKind::String => {
@@ -311,7 +523,7 @@ fn tojson(value: Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, 
     let _ = kwargs.get::<Option<Value>>("sort_keys")?;
     kwargs.assert_all_used()?;
     let mut out = String::new();
-    py_json(&value, indent, 0, &mut out)?;
+    py_json(state, &value, indent, 0, &mut out)?;
     Ok(Value::from_safe_string(out))
 }
 
@@ -333,13 +545,33 @@ fn py_json_str(s: &str, out: &mut String) {
     out.push('"');
 }
 
-fn py_json(v: &Value, indent: Option<usize>, depth: usize, out: &mut String) -> Result<(), Error> {
-    let newline = |out: &mut String, depth: usize| {
+/// The output is charged as fuel before it is written (one fuel per value, plus its strings
+/// and indentation): a value made cheaply (`[s] * n` shares one `s`, `indent=10**9`) could
+/// otherwise serialize to gigabytes. The depth cap keeps the recursion off the end of the
+/// native stack.
+fn py_json(
+    state: &State,
+    v: &Value,
+    indent: Option<usize>,
+    depth: usize,
+    out: &mut String,
+) -> Result<(), Error> {
+    if depth > MAX_JSON_DEPTH {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("tojson: value nested deeper than {MAX_JSON_DEPTH}"),
+        ));
+    }
+    let newline = |out: &mut String, depth: usize| -> Result<(), Error> {
         if let Some(n) = indent {
+            let spaces = n.saturating_mul(depth);
+            state.consume_fuel(spaces as u64 / 64)?;
             out.push('\n');
-            out.extend(std::iter::repeat(' ').take(n * depth));
+            out.extend(std::iter::repeat(' ').take(spaces));
         }
+        Ok(())
     };
+    state.consume_fuel(1)?;
     let item_sep = if indent.is_some() { "," } else { ", " };
     match v.kind() {
         ValueKind::Undefined | ValueKind::None => out.push_str("null"),
@@ -360,7 +592,11 @@ fn py_json(v: &Value, indent: Option<usize>, depth: usize, out: &mut String) -> 
                 }
             }
         }
-        ValueKind::String => py_json_str(v.as_str().unwrap_or_default(), out),
+        ValueKind::String => {
+            let s = v.as_str().unwrap_or_default();
+            state.consume_fuel(s.len() as u64 / 64)?;
+            py_json_str(s, out)
+        }
         ValueKind::Map => {
             out.push('{');
             let keys: Vec<Value> = v.try_iter()?.collect();
@@ -368,16 +604,19 @@ fn py_json(v: &Value, indent: Option<usize>, depth: usize, out: &mut String) -> 
                 if i > 0 {
                     out.push_str(item_sep);
                 }
-                newline(out, depth + 1);
+                newline(out, depth + 1)?;
                 match k.as_str() {
-                    Some(s) => py_json_str(s, out),
+                    Some(s) => {
+                        state.consume_fuel(s.len() as u64 / 64)?;
+                        py_json_str(s, out)
+                    }
                     None => py_json_str(&k.to_string(), out),
                 }
                 out.push_str(": ");
-                py_json(&v.get_item(k)?, indent, depth + 1, out)?;
+                py_json(state, &v.get_item(k)?, indent, depth + 1, out)?;
             }
             if !keys.is_empty() {
-                newline(out, depth);
+                newline(out, depth)?;
             }
             out.push('}');
         }
@@ -388,11 +627,11 @@ fn py_json(v: &Value, indent: Option<usize>, depth: usize, out: &mut String) -> 
                 if i > 0 {
                     out.push_str(item_sep);
                 }
-                newline(out, depth + 1);
-                py_json(item, indent, depth + 1, out)?;
+                newline(out, depth + 1)?;
+                py_json(state, item, indent, depth + 1, out)?;
             }
             if !items.is_empty() {
-                newline(out, depth);
+                newline(out, depth)?;
             }
             out.push(']');
         }

@@ -101,3 +101,57 @@ fn override_with_jinja_text() {
         format!("{}[user]Hello[assistant]Hi there", t.bos_token())
     );
 }
+
+/// A conversation of `turns` user/assistant pairs after a system message, each message
+/// about `len` bytes.
+fn long_conversation(turns: usize, len: usize) -> Vec<ChatMessage> {
+    let text =
+        |i: usize| format!("message {i}: ") + &"lorem ipsum dolor sit amet ".repeat(len / 27);
+    let mut msgs = vec![ChatMessage::new("system", "You are a helpful assistant")];
+    for i in 0..turns {
+        msgs.push(ChatMessage::new("user", text(2 * i)));
+        msgs.push(ChatMessage::new("assistant", text(2 * i + 1)));
+    }
+    msgs.push(ChatMessage::new("user", "Another question"));
+    msgs
+}
+
+/// Every template llama.cpp ships (models/templates) renders the test conversation and a
+/// long one within the render limits (fuel, output cap): the limits stop hostile templates,
+/// not real ones. A template may still fail for other reasons (syntax minijinja lacks, a
+/// `raise_exception` about roles or tools); those are not limit errors.
+#[test]
+fn llama_cpp_templates_render_within_limits() {
+    use pocket_model::chat::ChatError;
+    let dir = fixture("llama.cpp/models/templates");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jinja"))
+        .collect();
+    paths.sort();
+    // 161 messages, ~40k tokens (Reka-Edge, quadratic, would stop at ~200).
+    let long = long_conversation(80, 1000);
+    let mut rendered = 0;
+    for p in &paths {
+        let src = std::fs::read_to_string(p).unwrap();
+        let Ok(t) = ChatTemplate::new(&src, "<s>", "</s>") else {
+            eprintln!("{}: does not compile", p.display());
+            continue;
+        };
+        for msgs in [&conversation()[..], &long[..]] {
+            match t.render(msgs, true) {
+                Ok(_) => rendered += 1,
+                Err(e @ (ChatError::OutOfFuel { .. } | ChatError::OutputTooLarge { .. })) => {
+                    panic!("{}: {e}", p.display())
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    assert!(
+        rendered > paths.len(),
+        "only {rendered} renders of {} templates",
+        paths.len()
+    );
+}
