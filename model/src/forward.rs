@@ -15,11 +15,13 @@
 //! the rows that need logits go past the KV-cache write.
 
 mod exact;
+mod model;
 mod sequences;
 
+pub use model::{Model, SessionOptions};
+
 use std::ops::Range;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use pocket_kernels::ops::rope::{RopeMode, RopeTable};
@@ -29,13 +31,13 @@ use pocket_kernels::{formats, Isa};
 use crate::attention::{attend_block, AttnScratch};
 use crate::batch::{Batch, BatchRow, SeqId};
 use crate::config::{Config, ConfigError, FfnAct, RopeType};
-use crate::gguf::{GgufError, GgufFile};
+use crate::gguf::GgufError;
 use crate::kv_cache::{KvCache, KvType};
 use crate::linear::{Input, Linear};
 use crate::profile::{mark, Breakdown, Op};
-use crate::threadpool::{Placement, ThreadPool};
-use crate::tokenizer::{Tokenizer, TokenizerError};
-use crate::weights::{GateUp, LoadOptions, Numerics, Qkv, WeightError, Weights};
+use crate::threadpool::ThreadPool;
+use crate::tokenizer::TokenizerError;
+use crate::weights::{GateUp, Numerics, Qkv, WeightError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
@@ -86,98 +88,6 @@ pub enum ModelError {
 
 pub type Result<T> = std::result::Result<T, ModelError>;
 
-pub struct Model {
-    pub config: Config,
-    pub weights: Weights,
-    pub tokenizer: Tokenizer,
-    pub isa: Isa,
-    /// The arithmetic of the forward pass (see [`Numerics`]).
-    pub numerics: Numerics,
-    /// The mapped file: the zero-copy matrices and the embeddings read it; the model owns
-    /// it (shared with those matrices), so it is unmapped when the model is dropped.
-    file: Arc<GgufFile>,
-    /// Drop the token-embedding pages from the map after each lookup (see `forward`): set
-    /// when those pages serve nothing else (the head is a packed copy or its own tensor).
-    release_embd: bool,
-}
-
-impl Model {
-    /// Maps and loads a GGUF model.
-    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
-        Self::load_with(path, LoadOptions::default())
-    }
-
-    pub fn load_with(path: impl AsRef<Path>, o: LoadOptions) -> Result<Model> {
-        Model::from_gguf(Arc::new(GgufFile::open(path)?), o)
-    }
-
-    /// The file the model was loaded from (metadata: chat template, tokenizer, ...).
-    pub fn gguf(&self) -> &GgufFile {
-        &self.file
-    }
-
-    pub fn from_gguf(g: Arc<GgufFile>, mut o: LoadOptions) -> Result<Model> {
-        let config = Config::from_gguf(&g)?;
-        if o.numerics == Numerics::Ggml {
-            // The twins read the GGUF blocks as they are.
-            (o.pack, o.fuse) = (false, false);
-        }
-        let weights = if o.release_mapped {
-            Weights::load(&g, &config, o, &|bytes| {
-                g.release_pages(bytes);
-            })?
-        } else {
-            Weights::load(&g, &config, o, &|_| {})?
-        };
-        if o.numerics == Numerics::Ggml {
-            exact::check(&weights).map_err(ModelError::Numerics)?;
-        }
-        let tokenizer = Tokenizer::from_gguf(&g)?;
-        let head_reads_embd = weights.tied && !matches!(weights.output, Linear::Packed(_));
-        Ok(Model {
-            config,
-            weights,
-            tokenizer,
-            isa: Isa::active(),
-            numerics: o.numerics,
-            file: g,
-            release_embd: o.release_mapped && !head_reads_embd,
-        })
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct SessionOptions {
-    pub n_ctx: usize,
-    pub n_threads: usize,
-    /// KV cache element types of keys and values (llama.cpp's `-ctk` / `-ctv`).
-    pub type_k: KvType,
-    pub type_v: KvType,
-    /// Pin pool threads to cores.
-    pub pin: bool,
-    /// CPU mask, strict pinning and spin-or-park policy of the pool (overrides `pin` when
-    /// it sets a mask or strict placement).
-    pub placement: Placement,
-    /// Sequences the KV cache holds (`0..n_seq`), each with room for `n_ctx` tokens.
-    pub n_seq: usize,
-}
-
-impl Default for SessionOptions {
-    fn default() -> Self {
-        SessionOptions {
-            n_ctx: 2048,
-            n_threads: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
-            type_k: KvType::F16,
-            type_v: KvType::F16,
-            pin: false,
-            placement: Placement::default(),
-            n_seq: 1,
-        }
-    }
-}
-
 /// Activations of one forward call (resized per batch, reused).
 #[derive(Default)]
 struct Bufs {
@@ -196,16 +106,6 @@ struct Bufs {
     inp: Input,
     /// One attention scratch per pool thread.
     scratch: Vec<Mutex<(AttnScratch, Vec<f32>)>>,
-}
-
-/// A raw output pointer shared by pool shares that write disjoint ranges.
-struct SharedOut(*mut f32);
-// SAFETY: every user writes a range no other share touches, and `run` joins before return.
-unsafe impl Sync for SharedOut {}
-impl SharedOut {
-    fn get(&self) -> *mut f32 {
-        self.0
-    }
 }
 
 /// One sequence of a session: its KV cache and the tokens in it (its length is the
@@ -453,7 +353,9 @@ impl<'m> Session<'m> {
                     (2 * nth).div_ceil(nb * n_kv).min(group)
                 };
                 let items = nb * n_kv * parts;
-                let out = SharedOut(b.att.as_mut_ptr());
+                // Items write disjoint (row, head-range) pieces of `att`; the copy is tiny
+                // beside the attention, so a lock per item costs nothing measurable.
+                let out = Mutex::new(&mut b.att[..]);
                 let (q, seqs, scratch, ts) = (&b.q, &*seqs, &b.scratch, &ts);
                 pool.run(|i| {
                     let mut guard = scratch[i].lock().unwrap();
@@ -483,17 +385,11 @@ impl<'m> Session<'m> {
                             s,
                             isa,
                         );
+                        let mut att = out.lock().unwrap();
                         for (k, r) in o.chunks_exact(len).enumerate() {
-                            // SAFETY: item (blk, g, p) owns att[tj·qd + a ..][..len] for its
-                            // rows tj (inside `att`, nt · qd long); items are disjoint.
-                            let dst = unsafe {
-                                std::slice::from_raw_parts_mut(
-                                    out.get().add((tb.start + k) * qd + a),
-                                    len,
-                                )
-                            };
-                            dst.copy_from_slice(r);
+                            att[(tb.start + k) * qd + a..][..len].copy_from_slice(r);
                         }
+                        drop(att);
                         idx += nth;
                     }
                 });

@@ -14,7 +14,7 @@ use pocket_kernels::ops::norm;
 use pocket_kernels::ops::rope::RopeMode;
 use pocket_kernels::GgmlType;
 
-use super::{add, qk_into_cache, ModelError, Result, Session, SharedOut};
+use super::{add, qk_into_cache, ModelError, Result, Session};
 use crate::batch::Batch;
 use crate::config::{Arch, FfnAct, RopeType};
 use crate::linear::Linear;
@@ -126,12 +126,16 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
         })
         .collect();
     let rb = ty.row_bytes(cols as u64).unwrap() as usize;
-    let dst = SharedOut(out.as_mut_ptr());
+    // Each share computes its rows for every token, then writes them under the lock (one
+    // lock per share and matrix: no contention worth measuring beside the dots).
+    let dst = std::sync::Mutex::new(&mut out[..]);
     let nth = pool.threads();
     pool.run(|i| {
-        for r in ThreadPool::split(rows, nth, i) {
+        let mine = ThreadPool::split(rows, nth, i);
+        let mut vals = Vec::with_capacity(mine.len() * tokens);
+        for r in mine.clone() {
             let wr = &data[r * rb..(r + 1) * rb];
-            for (t, a) in acts.iter().enumerate() {
+            for a in &acts {
                 let v = match (ty, a) {
                     (GgmlType::Q4_1, Act::Q8_1(a)) => dots::vec_dot_q4_1_q8_1(cast(wr), a),
                     (GgmlType::Q8_0, Act::Q8_0(a)) => dots::vec_dot_q8_0_q8_0(cast(wr), a),
@@ -149,9 +153,13 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
                     (GgmlType::Q4_K, Act::Q8K(a, false)) => q4_k::gemv_q4_k_8x8_q8_k(cast(wr), a),
                     _ => unreachable!("checked at load"),
                 };
-                // SAFETY: this share owns rows `split(rows, nth, i)` of every token's output
-                // (`tokens x rows`, allocated above); shares are disjoint; `run` joins.
-                unsafe { *dst.get().add(t * rows + r) = v };
+                vals.push(v);
+            }
+        }
+        let mut out = dst.lock().unwrap();
+        for (k, r) in mine.enumerate() {
+            for t in 0..tokens {
+                out[t * rows + r] = vals[k * tokens + t];
             }
         }
     });
