@@ -11,7 +11,7 @@
 //! - [`ggml_exact`]: scalar twins of llama.cpp's x86 CPU arithmetic, bit for bit, for
 //!   parity runs (`--numerics ggml`).
 
-pub mod arch;
+pub(crate) mod arch;
 pub mod dispatch;
 pub mod formats;
 pub mod ggml_exact;
