@@ -49,17 +49,23 @@ impl KvType {
     }
 
     /// Whether rows of heads of `head_dim` elements can be stored in this type.
-    pub fn check(self, head_dim: usize) -> Result<(), String> {
+    pub fn check(self, head_dim: usize) -> Result<(), KvTypeError> {
         if head_dim % self.block() != 0 {
-            return Err(format!(
-                "KV cache type {} needs a head size that is a multiple of {}; this model's is {}",
-                self.name(),
-                self.block(),
-                head_dim
-            ));
+            return Err(KvTypeError::HeadSize {
+                ty: self,
+                head_dim,
+            });
         }
         Ok(())
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvTypeError {
+    #[error("unknown KV cache type '{0}' (expected one of: {names})", names = KV_TYPE_NAMES.join(", "))]
+    Unknown(String),
+    #[error("KV cache type {ty} needs a head size that is a multiple of {block}; this model's is {head_dim}", block = ty.block())]
+    HeadSize { ty: KvType, head_dim: usize },
 }
 
 impl fmt::Display for KvType {
@@ -69,16 +75,13 @@ impl fmt::Display for KvType {
 }
 
 impl FromStr for KvType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = KvTypeError;
+    fn from_str(s: &str) -> Result<Self, KvTypeError> {
         match s.to_ascii_lowercase().as_str() {
             "f16" => Ok(KvType::F16),
             "f32" => Ok(KvType::F32),
             "q8_0" => Ok(KvType::Q8_0),
-            _ => Err(format!(
-                "unknown KV cache type '{s}' (expected one of: {})",
-                KV_TYPE_NAMES.join(", ")
-            )),
+            _ => Err(KvTypeError::Unknown(s.to_string())),
         }
     }
 }
@@ -365,10 +368,10 @@ mod tests {
         for n in KV_TYPE_NAMES {
             assert_eq!(n.parse::<KvType>().unwrap().name(), *n);
         }
-        let e = "q4_0".parse::<KvType>().unwrap_err();
+        let e = "q4_0".parse::<KvType>().unwrap_err().to_string();
         assert!(e.contains("q4_0") && e.contains("q8_0"), "{e}");
         assert!(KvType::Q8_0.check(64).is_ok());
-        let e = KvType::Q8_0.check(16).unwrap_err();
+        let e = KvType::Q8_0.check(16).unwrap_err().to_string();
         assert!(e.contains("multiple of 32") && e.contains("16"), "{e}");
         assert!(KvType::F16.check(16).is_ok());
     }

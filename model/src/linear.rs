@@ -61,6 +61,15 @@ pub enum Linear {
     },
 }
 
+/// Why a tensor cannot be a linear layer.
+#[derive(Debug, thiserror::Error)]
+pub enum LinearError {
+    #[error(transparent)]
+    Pack(#[from] pocket_kernels::matmul::PackError),
+    #[error("no matmul for weights of type {0}")]
+    NoMatmul(GgmlType),
+}
+
 impl Linear {
     /// A linear layer over raw bytes: packed when `pack` and the type allows, else generic.
     pub fn new(
@@ -69,14 +78,12 @@ impl Linear {
         rows: usize,
         cols: usize,
         pack: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, LinearError> {
         if pack && packable(ty, cols) {
-            return PackedMatrix::pack(ty, &data, rows, cols)
-                .map(Linear::Packed)
-                .map_err(|e| e.to_string());
+            return Ok(Linear::Packed(PackedMatrix::pack(ty, &data, rows, cols)?));
         }
         if act_format(ty).is_none() {
-            return Err(format!("no matmul for weights of type {ty}"));
+            return Err(LinearError::NoMatmul(ty));
         }
         Ok(Linear::Generic {
             ty,

@@ -3,7 +3,18 @@
 //! step `i32 chosen token, f32 logits[n_vocab]`. Teacher-forced comparisons replay a dump's
 //! chosen tokens and compare logits step by step.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogitDumpError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: not a logit dump (truncated or bad header)", .0.display())]
+    Bad(PathBuf),
+}
 
 /// One greedy run: the prompt ids, and per step the logits and the token fed next.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -15,21 +26,19 @@ pub struct LogitDump {
 }
 
 impl LogitDump {
-    pub fn read(path: impl AsRef<Path>) -> Result<LogitDump, String> {
+    pub fn read(path: impl AsRef<Path>) -> Result<LogitDump, LogitDumpError> {
         let path = path.as_ref();
-        let b = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let bad = || {
-            format!(
-                "{}: not a logit dump (truncated or bad header)",
-                path.display()
-            )
-        };
-        let word = |i: usize| -> Result<[u8; 4], String> {
+        let b = std::fs::read(path).map_err(|source| LogitDumpError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let bad = || LogitDumpError::Bad(path.to_path_buf());
+        let word = |i: usize| -> Result<[u8; 4], LogitDumpError> {
             b.get(4 * i..4 * i + 4)
                 .map(|w| w.try_into().unwrap())
                 .ok_or_else(bad)
         };
-        let int = |i: usize| -> Result<i32, String> { word(i).map(i32::from_le_bytes) };
+        let int = |i: usize| -> Result<i32, LogitDumpError> { word(i).map(i32::from_le_bytes) };
         let (n_vocab, n_prompt, n_steps) = (int(0)?, int(1)?, int(2)?);
         if n_vocab <= 0 || n_prompt < 0 || n_steps < 0 {
             return Err(bad());
@@ -117,6 +126,7 @@ mod tests {
         std::fs::write(&p, &bytes[..bytes.len() - 1]).unwrap();
         assert!(LogitDump::read(&p)
             .unwrap_err()
+            .to_string()
             .contains("not a logit dump"));
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(top2(&[0.5, -1.0, 3.0]), (2, 2.5));

@@ -70,7 +70,10 @@ pub fn perplexity_base<W: Write>(
     if let Some(m) = max_chunks {
         n_chunk = n_chunk.min(m);
     }
-    let io = |e: std::io::Error| ModelError::Io(format!("writing the KL-divergence base: {e}"));
+    let io = |source| ModelError::Io {
+        what: "writing the KL-divergence base",
+        source,
+    };
     let mut writer = match base {
         Some(w) => Some(
             LogitsWriter::new(w, n_ctx, model.config.n_vocab, &tokens[..n_chunk * n_ctx])

@@ -174,13 +174,6 @@ impl Breakdown {
     }
 }
 
-/// `p.mark(op)` when accounting is on: one branch when it is off.
-#[inline(always)]
-pub(crate) fn mark(p: &mut Option<Box<Breakdown>>, op: Op) {
-    if let Some(p) = p {
-        p.mark(op);
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -75,20 +75,23 @@ impl Placement {
     }
 
     /// Parses a llama.cpp CPU mask: hexadecimal, with or without `0x` (`0x3`, `ff`).
-    pub fn parse_mask(text: &str) -> Result<u128, String> {
+    pub fn parse_mask(text: &str) -> Result<u128, MaskError> {
         let t = text.trim();
         let h = t
             .strip_prefix("0x")
             .or_else(|| t.strip_prefix("0X"))
             .unwrap_or(t);
         if h.is_empty() || h.len() > 32 {
-            return Err(format!(
-                "bad CPU mask `{text}` (hexadecimal, up to 128 CPUs)"
-            ));
+            return Err(MaskError(text.to_string()));
         }
-        u128::from_str_radix(h, 16).map_err(|_| format!("bad CPU mask `{text}` (hexadecimal)"))
+        u128::from_str_radix(h, 16).map_err(|_| MaskError(text.to_string()))
     }
 }
+
+/// A CPU mask that is not hexadecimal for at most 128 CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad CPU mask `{0}` (hexadecimal, up to 128 CPUs)")]
+pub struct MaskError(pub String);
 
 pub struct ThreadPool {
     shared: Arc<Shared>,

@@ -221,9 +221,9 @@ fn matrix(
             .map_err(pack_err(name.to_string()));
     }
     let bytes = TensorBytes::of(g, name).map_err(|_| WeightError::Missing(name.to_string()))?;
-    Linear::new(ty, bytes, rows, cols, false).map_err(|why| WeightError::Bad {
+    Linear::new(ty, bytes, rows, cols, false).map_err(|e| WeightError::Bad {
         name: name.to_string(),
-        why,
+        why: e.to_string(),
     })
 }
 

@@ -1,28 +1,195 @@
-//! The forward pass in llama.cpp's arithmetic (`Numerics::Ggml`): the same layer order as
-//! [`super::Session::forward`], but every operation is a `pocket_kernels::ggml_exact` twin
-//! of the ggml kernel llama.cpp runs for it, over the GGUF's own blocks (no repacking), so
-//! the logits equal llama.cpp's bit for bit. Matrices are split by rows across the pool;
-//! everything else is scalar. Only what the twins cover loads ([`check`]).
+//! llama.cpp's arithmetic for the layer walker (`Numerics::Ggml`): every operation is a
+//! `pocket_kernels::ggml_exact` twin of the ggml kernel llama.cpp runs for it, over the
+//! GGUF's own blocks (no repacking), so the logits equal llama.cpp's bit for bit. Matrices
+//! are split by rows across the pool; everything else is scalar. Only what the twins cover
+//! loads ([`check`]); a batch is one sequence, run in llama.cpp's ubatches of 512.
 
 use std::ops::Range;
 
-use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
+use pocket_kernels::formats::{q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
 use pocket_kernels::ggml_exact::{
     attention, dots, gelu, q4_0, q4_k, q5_0, q6_k, q8_k, quantize, rope, tiled, vec,
 };
 use pocket_kernels::ops::norm;
-use pocket_kernels::ops::rope::RopeMode;
+use pocket_kernels::ops::rope::{RopeMode, RopeTable};
 use pocket_kernels::GgmlType;
 
-use super::{add, qk_into_cache, ModelError, Result, Session};
+use super::walk::{AttnJob, Cx, LayerOps, Walker};
+use super::{Bufs, Result};
 use crate::batch::Batch;
-use crate::config::{Arch, FfnAct, RopeType};
+use crate::config::{Arch, FfnAct};
 use crate::linear::Linear;
+use crate::profile::Op;
 use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Qkv, Weights};
 
+/// What the ggml twins cannot reproduce (the load or the batch is refused).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GgmlUnsupported {
+    #[error("a tensor's data is not 2-byte aligned in the file")]
+    Misaligned,
+    #[error("weights of type {ty} ({rows} rows) have no bit-exact twin yet")]
+    NoTwin { ty: GgmlType, rows: usize },
+    #[error("packed weights (load without packing)")]
+    Packed,
+    #[error("its attention twin reads an f16 KV cache (drop -ctk/-ctv)")]
+    KvNotF16,
+    #[error("its forward pass runs one sequence (the batch has a row of sequence {0})")]
+    OtherSequence(usize),
+    #[error("its forward pass returns one contiguous range of logit rows")]
+    ScatteredLogits,
+}
+
+/// llama.cpp evaluates a batch in ubatches of `n_ubatch` (512 by default) tokens, and its
+/// kernels choose their paths (tiled attention, token groups) per ubatch.
+const N_UBATCH: usize = 512;
+
+/// Evaluates a checked batch of sequence 0 in ggml's arithmetic, ubatch by ubatch; the
+/// logits of the rows that want them end in `w.b.logits`.
+pub(super) fn forward(w: &mut Walker, ops: &mut GgmlOps, batch: &Batch) -> Result<()> {
+    let (tokens, want) = one_sequence(batch)?;
+    let pos0 = batch.rows.first().map_or(0, |r| r.pos);
+    let mut logits = Vec::with_capacity(want.len() * w.model.config.n_vocab);
+    for c0 in (0..tokens.len()).step_by(N_UBATCH) {
+        let c1 = (c0 + N_UBATCH).min(tokens.len());
+        let (w0, w1) = (want.start.clamp(c0, c1), want.end.clamp(c0, c1));
+        let ub = Batch::sequence(&tokens[c0..c1], pos0 + c0, 0, w0 - c0..w1.max(w0) - c0);
+        w.run(ops, &ub);
+        logits.extend_from_slice(&w.b.logits);
+    }
+    w.b.logits = logits;
+    Ok(())
+}
+
+pub(super) struct GgmlOps {
+    mode: RopeMode,
+    head_dim: usize,
+}
+
+impl GgmlOps {
+    pub fn new(mode: RopeMode, head_dim: usize) -> GgmlOps {
+        GgmlOps { mode, head_dim }
+    }
+}
+
+impl LayerOps for GgmlOps {
+    fn trims_last_layer(&self) -> bool {
+        false
+    }
+
+    fn norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
+        out.resize(x.len(), 0.0);
+        for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
+            // ggml's rms_norm (f64 sum of f32 squares, one f32 scale, `(x*scale)*w`).
+            norm::rms_norm_ref(xr, w, eps, or);
+        }
+    }
+
+    fn norm_rows_inplace(&self, x: &mut [f32], w: &[f32], eps: f32) {
+        for r in x.chunks_exact_mut(w.len()) {
+            norm::rms_norm_heads_ref(r, w, eps);
+        }
+    }
+
+    fn norm_heads(&self, x: &mut [f32], w: &[f32], eps: f32) {
+        norm::rms_norm_heads_ref(x, w, eps);
+    }
+
+    fn rope(&self, x: &mut [f32], table: &RopeTable, pos: usize) {
+        rope::rope(self.mode, x, self.head_dim, table.cos(pos), table.sin(pos));
+    }
+
+    fn qkv(&mut self, cx: &mut Cx, w: &Qkv, tokens: usize, b: &mut Bufs) {
+        let Qkv::Split { q, k, v } = w else {
+            unreachable!("checked at load")
+        };
+        matmul(cx.pool, q, &b.xn, tokens, &mut b.q);
+        matmul(cx.pool, k, &b.xn, tokens, &mut b.k);
+        matmul(cx.pool, v, &b.xn, tokens, &mut b.v);
+    }
+
+    fn attention(&mut self, cx: &mut Cx, job: &AttnJob, q: &mut [f32], att: &mut Vec<f32>) {
+        let c = cx.c;
+        let (qd, kvd, hd) = (c.q_dim(), c.kv_dim(), c.head_dim);
+        let rows = &job.batch.rows;
+        let (t_n, pos0) = (rows.len(), rows.first().map_or(0, |r| r.pos));
+        // Gemma 3 scales Q (`ggml_scale`) and runs attention with a scale of 1; the others
+        // pass the scale to flash attention, which applies it to each score.
+        let fa_scale = if c.arch == Arch::Gemma3 {
+            q.iter_mut().for_each(|v| *v *= c.attn_scale);
+            1.0
+        } else {
+            c.attn_scale
+        };
+        // One query row and head at a time, over the f16 cache in place, on the path
+        // llama.cpp's flash attention takes for this ubatch: tiled for 64+ rows, split
+        // across the threads for one row once its padded KV view reaches 512 cells
+        // (llama.cpp pads n_kv to 256), else one chunk.
+        let cache = &job.seqs[0].cache;
+        let (ks, vs) = cache
+            .f16_rows(job.l)
+            .expect("f16 cache checked at session start");
+        let window = c.window_of(job.l);
+        let cells = cache.n_ctx().next_multiple_of(256);
+        let nth = cx.pool.threads();
+        att.resize(t_n * qd, 0.0);
+        for t in 0..t_n {
+            let pos = pos0 + t;
+            let lo = if window > 0 {
+                (pos + 1).saturating_sub(window)
+            } else {
+                0
+            };
+            let n_kv = cells.min((pos0 + t_n).next_multiple_of(256));
+            let visible = |i: usize| lo <= i && i <= pos;
+            for h in 0..c.n_head {
+                let off = (h / c.group()) * hd;
+                let q = &q[t * qd + h * hd..t * qd + (h + 1) * hd];
+                let out = &mut att[t * qd + h * hd..t * qd + (h + 1) * hd];
+                let key = |i: usize| &ks[i * kvd + off..][..hd];
+                let value = |i: usize| &vs[i * kvd + off..][..hd];
+                if t_n >= attention::FA_TILE_Q {
+                    attention::flash_attn_row_tiled(q, pos + 1, visible, key, value, fa_scale, out);
+                } else if t_n == 1 && n_kv >= 512 {
+                    attention::flash_attn_row_split_kv(
+                        q, n_kv, visible, key, value, fa_scale, nth, out,
+                    );
+                } else {
+                    attention::flash_attn_row(
+                        q,
+                        pos + 1 - lo,
+                        |i| key(lo + i),
+                        |i| value(lo + i),
+                        fa_scale,
+                        out,
+                    );
+                }
+            }
+        }
+    }
+
+    fn linear(&mut self, cx: &mut Cx, _: Op, lin: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
+        matmul(cx.pool, lin, x, n, out);
+    }
+
+    fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs) {
+        let GateUp::Split { gate, up } = w else {
+            unreachable!("checked at load")
+        };
+        matmul(cx.pool, gate, &b.xn, tokens, &mut b.g);
+        matmul(cx.pool, up, &b.xn, tokens, &mut b.u);
+        b.h.resize(b.g.len(), 0.0);
+        match cx.c.ffn_act {
+            FfnAct::Silu => vec::swiglu(&b.g, &b.u, &mut b.h),
+            FfnAct::GeluTanh => gelu::geglu(&b.g, &b.u, &mut b.h),
+        }
+        cx.obs.step(Op::GateUp, "ffn_gate", cx.l, &b.g);
+        cx.obs.step(Op::GateUp, "ffn_up", cx.l, &b.u);
+    }
+}
+
 /// Why `Numerics::Ggml` cannot run this model, if it cannot.
-pub(super) fn check(w: &Weights) -> std::result::Result<(), String> {
+pub(super) fn check(w: &Weights) -> std::result::Result<(), GgmlUnsupported> {
     let mut mats: Vec<&Linear> = vec![&w.output];
     for l in &w.layers {
         match &l.qkv {
@@ -40,7 +207,7 @@ pub(super) fn check(w: &Weights) -> std::result::Result<(), String> {
             // The twins read rows as block slices in place (every block type here is
             // 2-byte aligned with an even size); GGUF's default 32-byte alignment gives that.
             if data.as_ptr() as usize % 2 != 0 {
-                return Err("a tensor's data is not 2-byte aligned in the file".into());
+                return Err(GgmlUnsupported::Misaligned);
             }
         }
         match *m {
@@ -60,12 +227,8 @@ pub(super) fn check(w: &Weights) -> std::result::Result<(), String> {
                 rows,
                 ..
             } if rows % 8 == 0 => {}
-            Linear::Generic { ty, rows, .. } => {
-                return Err(format!(
-                    "weights of type {ty} ({rows} rows) have no bit-exact twin yet"
-                ))
-            }
-            Linear::Packed(_) => return Err("packed weights (load without packing)".into()),
+            Linear::Generic { ty, rows, .. } => return Err(GgmlUnsupported::NoTwin { ty, rows }),
+            Linear::Packed(_) => return Err(GgmlUnsupported::Packed),
         }
     }
     Ok(())
@@ -165,238 +328,25 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
     });
 }
 
-/// A weight row as blocks. GGUF tensor data is 32-byte aligned and every block type here
-/// has 2- or 4-byte alignment and a size that keeps rows aligned, so the cast holds; a
-/// file that breaks that was rejected by the loader's validation.
 /// A batch as ggml numerics run it: the tokens of sequence 0 and the contiguous range of
 /// rows that want logits (llama.cpp's one-sequence CLI tools, which the twins follow).
 pub(super) fn one_sequence(batch: &Batch) -> Result<(Vec<u32>, Range<usize>)> {
     if let Some(r) = batch.rows.iter().find(|r| r.seq != 0) {
-        return Err(ModelError::Numerics(format!(
-            "its forward pass runs one sequence (the batch has a row of sequence {})",
-            r.seq
-        )));
+        return Err(GgmlUnsupported::OtherSequence(r.seq).into());
     }
     let want = batch.logit_rows();
     let range = match (want.first(), want.last()) {
         (Some(&a), Some(&b)) if b - a + 1 == want.len() => a..b + 1,
         (None, _) => 0..0,
-        _ => {
-            return Err(ModelError::Numerics(
-                "its forward pass returns one contiguous range of logit rows".into(),
-            ))
-        }
+        _ => return Err(GgmlUnsupported::ScatteredLogits.into()),
     };
     Ok((batch.rows.iter().map(|r| r.token).collect(), range))
 }
 
+/// A weight row as blocks. GGUF tensor data is 32-byte aligned and every block type here
+/// has 2- or 4-byte alignment and a size that keeps rows aligned, so the cast holds; a
+/// file that breaks that was rejected by the loader's validation.
 fn cast<B: bytemuck::Pod>(bytes: &[u8]) -> &[B] {
     bytemuck::cast_slice(bytes)
 }
 
-/// `POCKET_TRACE_DIR=DIR`: writes each traced tensor as raw f32 to `DIR/<name>-<layer>.bin`,
-/// named as llama.cpp's graph names them, so a run can be compared op by op with the
-/// tensors `tests/oracle/dump_logits.cpp` writes under `DUMP_TENSORS` (same names).
-fn trace(name: &str, l: usize, x: &[f32]) {
-    if let Some(dir) = std::env::var_os("POCKET_TRACE_DIR") {
-        let path = std::path::Path::new(&dir).join(format!("{name}-{l}.bin"));
-        let bytes: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        if let Err(e) = std::fs::write(&path, bytes) {
-            eprintln!("trace: cannot write {}: {e}", path.display());
-        }
-    }
-}
-
-fn norm_rows(x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
-    out.resize(x.len(), 0.0);
-    for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
-        // ggml's rms_norm (f64 sum of f32 squares, one f32 scale, `(x*scale)*w`).
-        norm::rms_norm_ref(xr, w, eps, or);
-    }
-}
-
-impl Session<'_> {
-    /// [`Session::forward`] in `Numerics::Ggml` (inputs already validated there).
-    pub(super) fn forward_exact(&mut self, tokens: &[u32], want: Range<usize>) -> Result<&[f32]> {
-        // llama.cpp evaluates a batch in ubatches of `n_ubatch` (512 by default) tokens, and
-        // its kernels choose their paths (tiled attention, token groups) per ubatch.
-        const N_UBATCH: usize = 512;
-        if tokens.len() <= N_UBATCH {
-            return self.forward_exact_ubatch(tokens, want);
-        }
-        let mut logits = Vec::with_capacity(want.len() * self.model.config.n_vocab);
-        for c0 in (0..tokens.len()).step_by(N_UBATCH) {
-            let c1 = (c0 + N_UBATCH).min(tokens.len());
-            let (w0, w1) = (want.start.clamp(c0, c1), want.end.clamp(c0, c1));
-            let l = self.forward_exact_ubatch(&tokens[c0..c1], w0 - c0..w1.max(w0) - c0)?;
-            logits.extend_from_slice(l);
-        }
-        self.b.logits = logits;
-        Ok(&self.b.logits)
-    }
-
-    fn forward_exact_ubatch(&mut self, tokens: &[u32], want: Range<usize>) -> Result<&[f32]> {
-        let m = self.model;
-        let c = &m.config;
-        let t_n = tokens.len();
-        let (e, qd, kvd, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
-        let pos0 = self.seqs[0].tokens.len();
-        let rows = Batch::sequence(tokens, pos0, 0, 0..0).rows;
-        let Session {
-            seqs,
-            pool,
-            b,
-            ropes,
-            rope_of,
-            ..
-        } = self;
-        let mode = match c.rope_type {
-            RopeType::Normal => RopeMode::Normal,
-            RopeType::Neox => RopeMode::Neox,
-        };
-        let (ety, edata) = (m.weights.tok_embd.0, &m.weights.tok_embd.1[..]);
-        let rb = ety.row_bytes(e as u64).unwrap() as usize;
-        b.x.resize(t_n * e, 0.0);
-        for (t, &tok) in tokens.iter().enumerate() {
-            let row = &mut b.x[t * e..(t + 1) * e];
-            let tok = tok as usize;
-            formats::dequantize(ety, &edata[tok * rb..(tok + 1) * rb], row).expect("validated");
-            if c.embd_scale != 1.0 {
-                row.iter_mut().for_each(|v| *v *= c.embd_scale);
-            }
-        }
-        for (l, w) in m.weights.layers.iter().enumerate() {
-            norm_rows(&b.x, &w.attn_norm, c.eps, &mut b.xn);
-            trace("attn_norm", l, &b.xn);
-            let Qkv::Split { q, k, v } = &w.qkv else {
-                unreachable!("checked at load")
-            };
-            matmul(pool, q, &b.xn, t_n, &mut b.q);
-            matmul(pool, k, &b.xn, t_n, &mut b.k);
-            matmul(pool, v, &b.xn, t_n, &mut b.v);
-            let table = &ropes[rope_of[l]];
-            let norm = |x: &mut [f32], w: &[f32]| norm::rms_norm_heads_ref(x, w, c.eps);
-            let rot =
-                |x: &mut [f32], pos: usize| rope::rope(mode, x, hd, table.cos(pos), table.sin(pos));
-            qk_into_cache(c, w, l, &rows, b, seqs, norm, rot);
-            let cache = &seqs[0].cache;
-            trace("Qcur", l, &b.q);
-            trace("Kcur", l, &b.k);
-            trace("Vcur", l, &b.v);
-            // Gemma 3 scales Q (`ggml_scale`) and runs attention with a scale of 1; the others
-            // pass the scale to flash attention, which applies it to each score.
-            let fa_scale = if c.arch == Arch::Gemma3 {
-                b.q.iter_mut().for_each(|v| *v *= c.attn_scale);
-                1.0
-            } else {
-                c.attn_scale
-            };
-            // Attention, one query row and head at a time, over the f16 cache in place, on
-            // the path llama.cpp's flash attention takes for this ubatch: tiled for 64+
-            // rows, split across the threads for one row once its padded KV view reaches
-            // 512 cells (llama.cpp pads n_kv to 256), else one chunk.
-            let (ks, vs) = cache
-                .f16_rows(l)
-                .expect("f16 cache checked at session start");
-            let window = c.window_of(l);
-            let cells = cache.n_ctx().next_multiple_of(256);
-            let nth = pool.threads();
-            b.att.resize(t_n * qd, 0.0);
-            for t in 0..t_n {
-                let pos = pos0 + t;
-                let lo = if window > 0 {
-                    (pos + 1).saturating_sub(window)
-                } else {
-                    0
-                };
-                let n_kv = cells.min((pos0 + t_n).next_multiple_of(256));
-                let visible = |i: usize| lo <= i && i <= pos;
-                for h in 0..c.n_head {
-                    let off = (h / c.group()) * hd;
-                    let q = &b.q[t * qd + h * hd..t * qd + (h + 1) * hd];
-                    let out = &mut b.att[t * qd + h * hd..t * qd + (h + 1) * hd];
-                    let key = |i: usize| &ks[i * kvd + off..][..hd];
-                    let value = |i: usize| &vs[i * kvd + off..][..hd];
-                    if t_n >= attention::FA_TILE_Q {
-                        attention::flash_attn_row_tiled(
-                            q,
-                            pos + 1,
-                            visible,
-                            key,
-                            value,
-                            fa_scale,
-                            out,
-                        );
-                    } else if t_n == 1 && n_kv >= 512 {
-                        attention::flash_attn_row_split_kv(
-                            q, n_kv, visible, key, value, fa_scale, nth, out,
-                        );
-                    } else {
-                        attention::flash_attn_row(
-                            q,
-                            pos + 1 - lo,
-                            |i| key(lo + i),
-                            |i| value(lo + i),
-                            fa_scale,
-                            out,
-                        );
-                    }
-                }
-            }
-            trace("kqv_out", l, &b.att);
-            matmul(pool, &w.wo, &b.att, t_n, &mut b.o);
-            trace("attn_out", l, &b.o);
-            if let Some(pn) = &w.post_attn_norm {
-                for r in b.o.chunks_exact_mut(e) {
-                    norm::rms_norm_heads_ref(r, pn, c.eps);
-                }
-            }
-            trace("attn_post_norm", l, &b.o);
-            add(&mut b.x, &b.o);
-            trace("sa_out", l, &b.x);
-
-            norm_rows(&b.x, &w.ffn_norm, c.eps, &mut b.xn);
-            trace("ffn_norm", l, &b.xn);
-            let GateUp::Split { gate, up } = &w.gate_up else {
-                unreachable!("checked at load")
-            };
-            matmul(pool, gate, &b.xn, t_n, &mut b.g);
-            matmul(pool, up, &b.xn, t_n, &mut b.u);
-            b.h.resize(b.g.len(), 0.0);
-            match c.ffn_act {
-                FfnAct::Silu => vec::swiglu(&b.g, &b.u, &mut b.h),
-                FfnAct::GeluTanh => gelu::geglu(&b.g, &b.u, &mut b.h),
-            }
-            trace("ffn_gate", l, &b.g);
-            trace("ffn_up", l, &b.u);
-            trace("ffn_geglu", l, &b.h);
-            matmul(pool, &w.down, &b.h, t_n, &mut b.o);
-            trace("ffn_out", l, &b.o);
-            if let Some(pn) = &w.post_ffw_norm {
-                for r in b.o.chunks_exact_mut(e) {
-                    norm::rms_norm_heads_ref(r, pn, c.eps);
-                }
-            }
-            trace("ffn_post_norm", l, &b.o);
-            add(&mut b.x, &b.o);
-            trace("l_out", l, &b.x);
-        }
-        self.seqs[0].tokens.extend_from_slice(tokens);
-        let b = &mut self.b;
-        let rows = &b.x[want.start * e..want.end * e];
-        let mut xn = Vec::new();
-        norm_rows(rows, &m.weights.output_norm, c.eps, &mut xn);
-        matmul(
-            &self.pool,
-            &m.weights.output,
-            &xn,
-            want.len(),
-            &mut b.logits,
-        );
-        if c.final_logit_softcap > 0.0 {
-            let s = c.final_logit_softcap;
-            b.logits.iter_mut().for_each(|v| *v = (*v / s).tanh() * s);
-        }
-        Ok(&b.logits)
-    }
-}

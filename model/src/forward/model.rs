@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pocket_kernels::Isa;
 
-use super::{exact, ModelError, Result};
+use super::{exact, Result};
 use crate::config::Config;
 use crate::gguf::GgufFile;
 use crate::kv_cache::KvType;
@@ -58,7 +58,7 @@ impl Model {
             Weights::load(&g, &config, o, &|_| {})?
         };
         if o.numerics == Numerics::Ggml {
-            exact::check(&weights).map_err(ModelError::Numerics)?;
+            exact::check(&weights)?;
         }
         let tokenizer = Tokenizer::from_gguf(&g)?;
         let head_reads_embd = weights.tied && !matches!(weights.output, Linear::Packed(_));

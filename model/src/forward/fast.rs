@@ -1,0 +1,214 @@
+//! Pocket's own numerics for the layer walker: repacked weights through the SIMD kernels,
+//! one quantized activation shared by the matrices that read the same input (Q/K/V,
+//! gate/up), a batch through each matrix as one gemm and one token as a gemv split by
+//! output panels, attention on tiles of 16 keys. A row's arithmetic never depends on the
+//! other rows of the batch (prompt rows equal the same tokens decoded one by one, bit for
+//! bit), which is what lets sequences be batched together.
+
+use std::sync::Mutex;
+
+use pocket_kernels::ops::rope::{RopeMode, RopeTable};
+use pocket_kernels::ops::{activation, norm, rope};
+use pocket_kernels::Isa;
+
+use super::walk::{AttnJob, Cx, LayerOps};
+use super::Bufs;
+use crate::attention::{attend_block, AttnScratch};
+use crate::config::FfnAct;
+use crate::linear::{Input, Linear};
+use crate::profile::Op;
+use crate::threadpool::ThreadPool;
+use crate::weights::{GateUp, Qkv};
+
+pub(super) struct FastOps {
+    isa: Isa,
+    mode: RopeMode,
+    head_dim: usize,
+    /// The activation of the current matrix input, quantized for its readers.
+    inp: Input,
+    /// One attention scratch per pool thread.
+    scratch: Vec<Mutex<(AttnScratch, Vec<f32>)>>,
+}
+
+impl FastOps {
+    pub fn new(isa: Isa, mode: RopeMode, head_dim: usize, threads: usize) -> FastOps {
+        FastOps {
+            isa,
+            mode,
+            head_dim,
+            inp: Input::default(),
+            scratch: (0..threads).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    /// Quantizes `x` once for `lins` (they read the same input).
+    fn quantize(&mut self, cx: &mut Cx, x: &[f32], tokens: usize, lins: &[&Linear]) {
+        self.inp.set(x, tokens, lins);
+        cx.obs.mark(Op::ActQuant);
+    }
+
+    fn product(&self, cx: &mut Cx, op: Op, lin: &Linear, out: &mut Vec<f32>) {
+        out.resize(self.inp.tokens * lin.rows(), 0.0);
+        cx.obs.matrix(op, &[lin], self.inp.tokens);
+        lin.forward(cx.pool, &self.inp, out, self.isa);
+    }
+}
+
+impl LayerOps for FastOps {
+    fn trims_last_layer(&self) -> bool {
+        true
+    }
+
+    fn norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
+        out.resize(x.len(), 0.0);
+        for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
+            norm::rms_norm_with(self.isa, xr, w, eps, or);
+        }
+    }
+
+    fn norm_rows_inplace(&self, x: &mut [f32], w: &[f32], eps: f32) {
+        for r in x.chunks_exact_mut(w.len()) {
+            norm::rms_norm_inplace_with(self.isa, r, w, eps);
+        }
+    }
+
+    fn norm_heads(&self, x: &mut [f32], w: &[f32], eps: f32) {
+        norm::rms_norm_heads_with(self.isa, x, w, eps);
+    }
+
+    fn rope(&self, x: &mut [f32], table: &RopeTable, pos: usize) {
+        rope::rope_with(self.isa, self.mode, x, self.head_dim, table, pos);
+    }
+
+    fn qkv(&mut self, cx: &mut Cx, w: &Qkv, tokens: usize, b: &mut Bufs) {
+        let (qd, kvd) = (cx.c.q_dim(), cx.c.kv_dim());
+        match w {
+            Qkv::Fused(lin) => {
+                self.quantize(cx, &b.xn, tokens, &[lin]);
+                self.product(cx, Op::Qkv, lin, &mut b.qkv);
+                let w3 = qd + 2 * kvd;
+                b.q.resize(tokens * qd, 0.0);
+                b.k.resize(tokens * kvd, 0.0);
+                b.v.resize(tokens * kvd, 0.0);
+                for t in 0..tokens {
+                    let r = &b.qkv[t * w3..(t + 1) * w3];
+                    b.q[t * qd..(t + 1) * qd].copy_from_slice(&r[..qd]);
+                    b.k[t * kvd..(t + 1) * kvd].copy_from_slice(&r[qd..qd + kvd]);
+                    b.v[t * kvd..(t + 1) * kvd].copy_from_slice(&r[qd + kvd..]);
+                }
+            }
+            Qkv::Split { q, k, v } => {
+                self.quantize(cx, &b.xn, tokens, &[q, k, v]);
+                self.product(cx, Op::Qkv, q, &mut b.q);
+                self.product(cx, Op::Qkv, k, &mut b.k);
+                self.product(cx, Op::Qkv, v, &mut b.v);
+            }
+        }
+    }
+
+    fn attention(&mut self, cx: &mut Cx, job: &AttnJob, q: &mut [f32], att: &mut Vec<f32>) {
+        let c = cx.c;
+        let (qd, hd) = (c.q_dim(), c.head_dim);
+        let nt = job.live.len();
+        att.resize(nt * qd, 0.0);
+        if nt == 0 {
+            return;
+        }
+        let (group, n_kv, window) = (c.group(), c.n_head_kv, c.window_of(job.l));
+        let gw = group * hd;
+        let nth = cx.pool.threads();
+        // Work items (block of up to BT consecutive tokens of one sequence, KV head, part
+        // of its query heads), dealt round-robin (later tokens see more keys). Few items
+        // (decode; one KV head, gemma3): the group's query heads are split so every thread
+        // has work.
+        const BT: usize = 8;
+        let blocks = job.batch.runs(job.live, BT);
+        let nb = blocks.len();
+        let parts = if nb * n_kv >= 2 * nth {
+            1
+        } else {
+            (2 * nth).div_ceil(nb * n_kv).min(group)
+        };
+        let items = nb * n_kv * parts;
+        // Items write disjoint (row, head-range) pieces of `att`; the copy is tiny beside
+        // the attention, so a lock per item costs nothing measurable.
+        let out = Mutex::new(&mut att[..]);
+        let (rows, live, scratch, isa, q) = (&job.batch.rows, job.live, &self.scratch, self.isa, &*q);
+        cx.pool.run(|i| {
+            let mut guard = scratch[i].lock().unwrap();
+            let (s, o) = &mut *guard;
+            let mut idx = i;
+            while idx < items {
+                let (blk, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
+                let (g, p) = (rest / parts, rest % parts);
+                let hr = ThreadPool::split(group, parts, p);
+                let tb = blocks[blk].clone();
+                let t = live[tb.start];
+                let first = &rows[t];
+                let (a, len) = (g * gw + hr.start * hd, hr.len() * hd);
+                o.resize(tb.len() * len, 0.0);
+                attend_block(
+                    &job.seqs[first.seq].cache,
+                    job.l,
+                    g,
+                    hd,
+                    &q[t * qd + a..],
+                    qd,
+                    len,
+                    first.pos,
+                    window,
+                    c.attn_scale,
+                    o,
+                    s,
+                    isa,
+                );
+                let mut att = out.lock().unwrap();
+                for (k, r) in o.chunks_exact(len).enumerate() {
+                    att[(tb.start + k) * qd + a..][..len].copy_from_slice(r);
+                }
+                drop(att);
+                idx += nth;
+            }
+        });
+    }
+
+    fn linear(&mut self, cx: &mut Cx, op: Op, lin: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
+        self.quantize(cx, x, n, &[lin]);
+        self.product(cx, op, lin, out);
+    }
+
+    fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs) {
+        let (ff, act) = (cx.c.n_ff, cx.c.ffn_act);
+        match w {
+            GateUp::SwiGlu(lin) => {
+                self.quantize(cx, &b.xn, tokens, &[lin]);
+                self.product(cx, Op::GateUp, lin, &mut b.h);
+            }
+            GateUp::Stacked(lin) => {
+                self.quantize(cx, &b.xn, tokens, &[lin]);
+                self.product(cx, Op::GateUp, lin, &mut b.g);
+                b.h.resize(tokens * ff, 0.0);
+                for (r, h) in b.g.chunks_exact(2 * ff).zip(b.h.chunks_exact_mut(ff)) {
+                    gate(self.isa, act, &r[..ff], &r[ff..], h);
+                }
+            }
+            GateUp::Split { gate: wg, up: wu } => {
+                self.quantize(cx, &b.xn, tokens, &[wg, wu]);
+                self.product(cx, Op::GateUp, wg, &mut b.g);
+                self.product(cx, Op::GateUp, wu, &mut b.u);
+                b.h.resize(tokens * ff, 0.0);
+                gate(self.isa, act, &b.g, &b.u, &mut b.h);
+            }
+        }
+    }
+}
+
+fn gate(isa: Isa, act: FfnAct, g: &[f32], u: &[f32], h: &mut [f32]) {
+    match act {
+        FfnAct::Silu => activation::swiglu_with(isa, g, u, h),
+        FfnAct::GeluTanh => {
+            activation::gelu_with(isa, g, h);
+            h.iter_mut().zip(u).for_each(|(h, &u)| *h *= u);
+        }
+    }
+}
