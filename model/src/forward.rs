@@ -7,6 +7,7 @@
 //! layers) → output projection → (gemma3: post-attention norm) → residual → RMSNorm →
 //! gated FFN (SiLU, or GELU-tanh for gemma3) → down → (gemma3: post-FFN norm) → residual.
 //! Then, for the rows that need logits only: final RMSNorm → LM head (→ softcap).
+//! A row's logits never depend on the other rows of its batch, in either numerics.
 //!
 //! Where things are:
 //! * this file: [`Session`] (KV caches of its sequences, the pool, buffers) and its
@@ -277,7 +278,7 @@ impl<'m> Session<'m> {
         };
         match ops {
             Ops::Fast(f) => w.run(f, batch),
-            Ops::Ggml(g) => exact::forward(&mut w, g, batch)?,
+            Ops::Ggml(g) => exact::forward(&mut w, g, batch),
         }
         Ok(&self.b.logits)
     }

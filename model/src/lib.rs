@@ -28,8 +28,8 @@ pub mod weights;
 
 pub use batch::{Batch, BatchRow, SeqId};
 pub use config::{Arch, Config};
-pub use forward::{Model, ModelError, Session, SessionOptions};
-pub use kv_cache::KvType;
+pub use forward::{GgmlUnsupported, Model, ModelError, Session, SessionOptions};
+pub use kv_cache::{KvType, KvTypeError};
 pub use profile::{Breakdown, Op};
-pub use threadpool::Placement;
+pub use threadpool::{MaskError, Placement};
 pub use weights::{LoadOptions, Numerics};

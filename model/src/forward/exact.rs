@@ -4,8 +4,6 @@
 //! are split by rows across the pool; everything else is scalar. Only what the twins cover
 //! loads ([`check`]); a batch is one sequence, run in llama.cpp's ubatches of 512.
 
-use std::ops::Range;
-
 use pocket_kernels::formats::{q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
 use pocket_kernels::ggml_exact::{
     attention, dots, gelu, q4_0, q4_k, q5_0, q6_k, q8_k, quantize, rope, tiled, vec,
@@ -15,8 +13,8 @@ use pocket_kernels::ops::rope::{RopeMode, RopeTable};
 use pocket_kernels::GgmlType;
 
 use super::walk::{AttnJob, Cx, LayerOps, Walker};
-use super::{Bufs, Result};
-use crate::batch::Batch;
+use super::Bufs;
+use crate::batch::{Batch, SeqId};
 use crate::config::{Arch, FfnAct};
 use crate::linear::Linear;
 use crate::profile::Op;
@@ -34,31 +32,45 @@ pub enum GgmlUnsupported {
     Packed,
     #[error("its attention twin reads an f16 KV cache (drop -ctk/-ctv)")]
     KvNotF16,
-    #[error("its forward pass runs one sequence (the batch has a row of sequence {0})")]
-    OtherSequence(usize),
-    #[error("its forward pass returns one contiguous range of logit rows")]
-    ScatteredLogits,
 }
 
 /// llama.cpp evaluates a batch in ubatches of `n_ubatch` (512 by default) tokens, and its
 /// kernels choose their paths (tiled attention, token groups) per ubatch.
 const N_UBATCH: usize = 512;
 
-/// Evaluates a checked batch of sequence 0 in ggml's arithmetic, ubatch by ubatch; the
-/// logits of the rows that want them end in `w.b.logits`.
-pub(super) fn forward(w: &mut Walker, ops: &mut GgmlOps, batch: &Batch) -> Result<()> {
-    let (tokens, want) = one_sequence(batch)?;
-    let pos0 = batch.rows.first().map_or(0, |r| r.pos);
-    let mut logits = Vec::with_capacity(want.len() * w.model.config.n_vocab);
-    for c0 in (0..tokens.len()).step_by(N_UBATCH) {
-        let c1 = (c0 + N_UBATCH).min(tokens.len());
-        let (w0, w1) = (want.start.clamp(c0, c1), want.end.clamp(c0, c1));
-        let ub = Batch::sequence(&tokens[c0..c1], pos0 + c0, 0, w0 - c0..w1.max(w0) - c0);
-        w.run(ops, &ub);
-        logits.extend_from_slice(&w.b.logits);
+/// Evaluates a checked batch in ggml's arithmetic; the logits of the rows that want them
+/// end in `w.b.logits`, in batch order. ggml's kernels choose their paths by the row count
+/// of a ubatch, so rows of different sequences are never evaluated together: each
+/// sequence's rows run as llama.cpp's one-sequence tools run them (ubatches of 512), which
+/// keeps every sequence bit for bit what it is alone.
+pub(super) fn forward(w: &mut Walker, ops: &mut GgmlOps, batch: &Batch) {
+    let n_vocab = w.model.config.n_vocab;
+    // Where each wanted row's logits go: its rank among the batch's wanted rows.
+    let mut slot = vec![usize::MAX; batch.len()];
+    let want = batch.logit_rows();
+    for (k, &r) in want.iter().enumerate() {
+        slot[r] = k;
+    }
+    let mut logits = vec![0f32; want.len() * n_vocab];
+    let mut seqs: Vec<SeqId> = batch.rows.iter().map(|r| r.seq).collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    for seq in seqs {
+        let mine: Vec<usize> = (0..batch.len()).filter(|&i| batch.rows[i].seq == seq).collect();
+        for ub in mine.chunks(N_UBATCH) {
+            let mut sub = Batch::new();
+            for &i in ub {
+                let r = &batch.rows[i];
+                sub.add(r.token, r.pos, r.seq, r.logits);
+            }
+            w.run(ops, &sub);
+            let wanted = ub.iter().filter(|&&i| batch.rows[i].logits);
+            for (&i, row) in wanted.zip(w.b.logits.chunks_exact(n_vocab)) {
+                logits[slot[i] * n_vocab..][..n_vocab].copy_from_slice(row);
+            }
+        }
     }
     w.b.logits = logits;
-    Ok(())
 }
 
 pub(super) struct GgmlOps {
@@ -125,7 +137,7 @@ impl LayerOps for GgmlOps {
         // llama.cpp's flash attention takes for this ubatch: tiled for 64+ rows, split
         // across the threads for one row once its padded KV view reaches 512 cells
         // (llama.cpp pads n_kv to 256), else one chunk.
-        let cache = &job.seqs[0].cache;
+        let cache = &job.seqs[rows[0].seq].cache;
         let (ks, vs) = cache
             .f16_rows(job.l)
             .expect("f16 cache checked at session start");
@@ -326,21 +338,6 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
             }
         }
     });
-}
-
-/// A batch as ggml numerics run it: the tokens of sequence 0 and the contiguous range of
-/// rows that want logits (llama.cpp's one-sequence CLI tools, which the twins follow).
-pub(super) fn one_sequence(batch: &Batch) -> Result<(Vec<u32>, Range<usize>)> {
-    if let Some(r) = batch.rows.iter().find(|r| r.seq != 0) {
-        return Err(GgmlUnsupported::OtherSequence(r.seq).into());
-    }
-    let want = batch.logit_rows();
-    let range = match (want.first(), want.last()) {
-        (Some(&a), Some(&b)) if b - a + 1 == want.len() => a..b + 1,
-        (None, _) => 0..0,
-        _ => return Err(GgmlUnsupported::ScatteredLogits.into()),
-    };
-    Ok((batch.rows.iter().map(|r| r.token).collect(), range))
 }
 
 /// A weight row as blocks. GGUF tensor data is 32-byte aligned and every block type here
