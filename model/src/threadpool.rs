@@ -239,16 +239,14 @@ pub fn process_cores() -> &'static [core_affinity::CoreId] {
 fn set_mask_for_current(mask: u128) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        // SAFETY: cpu_set_t is plain old data; CPU_SET writes inside it; the call reads it.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            for i in 0..128 {
-                if mask >> i & 1 == 1 {
-                    libc::CPU_SET(i, &mut set);
-                }
-            }
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        use nix::sched::{sched_setaffinity, CpuSet};
+        let mut set = CpuSet::new();
+        for i in (0..128.min(CpuSet::count())).filter(|i| mask >> i & 1 == 1) {
+            set.set(i).expect("index below CpuSet::count");
         }
+        // A mask naming no CPU of this machine is refused by the kernel; the thread then
+        // keeps the process's CPUs, as llama.cpp does when its mask cannot be applied.
+        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     let _ = mask;
@@ -401,6 +399,31 @@ mod tests {
             });
             for s in &seen {
                 assert_eq!(*s.lock().unwrap(), [first]);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A non-strict mask: every thread may run on the mask's CPUs, and on no other.
+    #[test]
+    fn loose_mask_confines_every_thread() {
+        let cores: Vec<usize> = process_cores().iter().map(|c| c.id).collect();
+        let Some(&last) = cores.last() else { return };
+        let p = Placement {
+            cpu_mask: 1u128 << last,
+            strict: false,
+            poll: 50,
+        };
+        std::thread::spawn(move || {
+            let pool = ThreadPool::with_placement(2, false, p);
+            let seen: Vec<Mutex<Vec<usize>>> = (0..2).map(|_| Mutex::default()).collect();
+            pool.run(|i| {
+                let ids = core_affinity::get_core_ids().unwrap_or_default();
+                *seen[i].lock().unwrap() = ids.iter().map(|c| c.id).collect();
+            });
+            for s in &seen {
+                assert_eq!(*s.lock().unwrap(), [last]);
             }
         })
         .join()
