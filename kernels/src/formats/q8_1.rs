@@ -76,9 +76,4 @@ mod tests {
         q8_0::dequantize_row(&q0, &mut y0);
         assert_eq!(y1, y0);
     }
-
-    #[test]
-    fn round_trip_within_llama_cpp_bound() {
-        Q8_1.assert_round_trip_within_llama_cpp_bound();
-    }
 }
