@@ -28,7 +28,9 @@ impl Tokenizer {
             out.extend_from_slice(text.as_bytes());
         } else if a & attr::NORMAL != 0 {
             match self.model {
-                Model::Bpe { .. } if !self.escape_whitespaces => decode_byte_level(text, out),
+                Model::Bpe { .. } if !self.settings.escape_whitespaces => {
+                    decode_byte_level(text, out)
+                }
                 _ => out.extend_from_slice(text.replace('▁', " ").as_bytes()),
             }
         } else if a & attr::BYTE != 0 {
@@ -58,12 +60,19 @@ impl Tokenizer {
     /// and applies the model's `clean_up_tokenization_spaces`.
     pub fn detokenize(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Vec<u8> {
         let mut ids = ids;
-        let mut remove_space = self.add_space_prefix;
-        if remove_special && self.add_bos && !ids.is_empty() && Some(ids[0]) == self.ids.bos {
+        let mut remove_space = self.settings.add_space_prefix;
+        if remove_special
+            && self.settings.add_bos
+            && !ids.is_empty()
+            && Some(ids[0]) == self.ids.bos
+        {
             remove_space = false;
             ids = &ids[1..];
         }
-        if remove_special && self.add_eos && ids.last().is_some_and(|&l| Some(l) == self.ids.eos) {
+        if remove_special
+            && self.settings.add_eos
+            && ids.last().is_some_and(|&l| Some(l) == self.ids.eos)
+        {
             ids = &ids[..ids.len() - 1];
         }
         let mut text = Vec::new();
@@ -75,7 +84,7 @@ impl Tokenizer {
             text.extend_from_slice(&piece[skip..]);
             remove_space = false;
         }
-        if self.clean_spaces {
+        if self.settings.clean_spaces {
             clean_spaces(&mut text);
         }
         text

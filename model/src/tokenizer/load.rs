@@ -9,7 +9,8 @@ use crate::gguf::{Gguf, Value, ValueType};
 
 use super::vocab::Vocab;
 use super::{
-    attr, bpe, pretokenize, special, Model, PreTokenizer, SpecialIds, Tokenizer, TokenizerError,
+    attr, bpe, pretokenize, special, Model, PreTokenizer, Settings, SpecialIds, Tokenizer,
+    TokenizerError,
 };
 
 const K_MODEL: &str = "tokenizer.ggml.model";
@@ -152,7 +153,7 @@ impl Tokenizer {
         let pre_name = get_str(g, K_PRE)?.map(Cow::into_owned).unwrap_or_default();
         let mut d = Defaults::for_model(&model_name, pre_name)?;
         if let Some(b) = get_bool(g, "tokenizer.ggml.add_space_prefix")? {
-            d.add_space_prefix = b;
+            d.settings.add_space_prefix = b;
         }
 
         let mut vocab = read_vocab(g, d.pre_cfg.is_none())?;
@@ -178,16 +179,16 @@ impl Tokenizer {
 
         read_special_ids(g, vocab.len() as u64, &mut d.ids)?;
         if let Some(b) = get_bool(g, "tokenizer.ggml.add_bos_token")? {
-            d.add_bos = b;
+            d.settings.add_bos = b;
         }
         if let Some(b) = get_bool(g, "tokenizer.ggml.add_eos_token")? {
-            d.add_eos = b;
+            d.settings.add_eos = b;
         }
         if let Some(b) = get_bool(g, "tokenizer.ggml.add_sep_token")? {
-            d.add_sep = b;
+            d.settings.add_sep = b;
         }
-        if d.pre_name == "gemma4" && !d.add_bos {
-            d.add_bos = true;
+        if d.pre_name == "gemma4" && !d.settings.add_bos {
+            d.settings.add_bos = true;
         }
         detect_special_ids_by_text(&mut vocab, &mut d.ids);
         mark_unused_controls(&mut vocab);
@@ -203,12 +204,7 @@ impl Tokenizer {
             special_cache,
             ids: d.ids,
             eog,
-            add_bos: d.add_bos,
-            add_eos: d.add_eos,
-            add_sep: d.add_sep,
-            add_space_prefix: d.add_space_prefix,
-            clean_spaces: d.clean_spaces,
-            escape_whitespaces: d.escape_whitespaces,
+            settings: d.settings,
         })
     }
 }
@@ -218,12 +214,7 @@ impl Tokenizer {
 struct Defaults {
     pre_name: String,
     ids: SpecialIds,
-    add_bos: bool,
-    add_eos: bool,
-    add_sep: bool,
-    add_space_prefix: bool,
-    clean_spaces: bool,
-    escape_whitespaces: bool,
+    settings: Settings,
     /// The pre-tokenizer of a BPE model; `None` for SPM.
     pre_cfg: Option<pretokenize::PreConfig>,
 }
@@ -239,12 +230,14 @@ impl Defaults {
                     unk: Some(0),
                     ..Default::default()
                 },
-                add_bos: true,
-                add_eos: false,
-                add_sep: false,
-                add_space_prefix: true,
-                clean_spaces: false,
-                escape_whitespaces: true,
+                settings: Settings {
+                    add_bos: true,
+                    add_eos: false,
+                    add_sep: false,
+                    add_space_prefix: true,
+                    clean_spaces: false,
+                    escape_whitespaces: true,
+                },
                 pre_cfg: None,
             }),
             "gpt2" | "gemma4" => {
@@ -265,12 +258,14 @@ impl Defaults {
                 Ok(Defaults {
                     pre_name,
                     ids,
-                    add_bos: cfg.add_bos.unwrap_or(false),
-                    add_eos: false,
-                    add_sep: false,
-                    add_space_prefix: false,
-                    clean_spaces: cfg.clean_spaces,
-                    escape_whitespaces: cfg.escape_whitespaces,
+                    settings: Settings {
+                        add_bos: cfg.add_bos.unwrap_or(false),
+                        add_eos: false,
+                        add_sep: false,
+                        add_space_prefix: false,
+                        clean_spaces: cfg.clean_spaces,
+                        escape_whitespaces: cfg.escape_whitespaces,
+                    },
                     pre_cfg: Some(cfg),
                 })
             }

@@ -114,6 +114,13 @@ pub struct Tokenizer {
     special_cache: Vec<u32>,
     ids: SpecialIds,
     eog: Vec<u32>,
+    settings: Settings,
+}
+
+/// The per-model switches of `llama_vocab`: defaults from the tokenizer model and
+/// pre-tokenizer, overridden by the GGUF's `tokenizer.ggml.add_*` keys.
+#[derive(Clone, Copy, Debug)]
+struct Settings {
     add_bos: bool,
     add_eos: bool,
     add_sep: bool,
@@ -129,20 +136,20 @@ impl Tokenizer {
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
         let frags = special::partition(&self.vocab, &self.special_cache, text, parse_special);
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
+        if add_special && self.settings.add_bos {
+            if let Some(bos) = self.ids.bos {
+                out.push(bos);
+            }
+        }
         match &self.model {
             Model::Spm => {
                 let mut is_prev_special = true;
-                if add_special && self.add_bos {
-                    if let Some(bos) = self.ids.bos {
-                        out.push(bos);
-                    }
-                }
                 let mut buf = String::new();
                 for f in frags {
                     match f {
                         Fragment::Text { start, len } => {
                             buf.clear();
-                            if self.add_space_prefix && is_prev_special {
+                            if self.settings.add_space_prefix && is_prev_special {
                                 buf.push('▁');
                             }
                             escape_into(&text[start..start + len], &mut buf);
@@ -169,17 +176,12 @@ impl Tokenizer {
                     ignore_merges: *ignore_merges,
                     newline_words: pre.kind() == PreKind::Gemma4,
                 };
-                if add_special && self.add_bos {
-                    if let Some(bos) = self.ids.bos {
-                        out.push(bos);
-                    }
-                }
                 let mut buf = String::new();
                 for f in frags {
                     match f {
                         Fragment::Text { start, len } => {
                             let t = &text[start..start + len];
-                            if self.escape_whitespaces {
+                            if self.settings.escape_whitespaces {
                                 buf.clear();
                                 escape_into(t, &mut buf);
                                 session.tokenize(&buf, &mut out);
@@ -192,7 +194,7 @@ impl Tokenizer {
                 }
             }
         }
-        if add_special && self.add_eos {
+        if add_special && self.settings.add_eos {
             if let Some(eos) = self.ids.eos {
                 out.push(eos);
             }
@@ -223,16 +225,16 @@ impl Tokenizer {
         self.ids.pad
     }
     pub fn add_bos(&self) -> bool {
-        self.add_bos
+        self.settings.add_bos
     }
     pub fn add_eos(&self) -> bool {
-        self.add_eos
+        self.settings.add_eos
     }
     pub fn add_sep(&self) -> bool {
-        self.add_sep
+        self.settings.add_sep
     }
     pub fn add_space_prefix(&self) -> bool {
-        self.add_space_prefix
+        self.settings.add_space_prefix
     }
     pub fn n_vocab(&self) -> usize {
         self.vocab.len()
