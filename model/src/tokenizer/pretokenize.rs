@@ -334,22 +334,27 @@ mod tests {
 
     #[test]
     fn all_kinds_compile() {
-        use PreKind::*;
-        for k in [
-            Default,
-            Llama3,
-            DeepseekLlm,
-            DeepseekCoder,
-            Falcon,
-            Starcoder,
-            Gpt2,
-            Qwen2,
-            Qwen35,
-            Bloom,
-            Viking,
-            Laguna,
-            Gemma4,
-        ] {
+        // one `tokenizer.ggml.pre` name per kind
+        let names = [
+            "default",
+            "llama3",
+            "deepseek-llm",
+            "deepseek-coder",
+            "falcon",
+            "starcoder",
+            "gpt-2",
+            "qwen2",
+            "qwen35",
+            "bloom",
+            "viking",
+            "laguna",
+            "gemma4",
+        ];
+        let kinds: Vec<PreKind> = names.iter().map(|n| config_for(n).unwrap().kind).collect();
+        for (i, k) in kinds.iter().enumerate() {
+            assert!(!kinds[..i].contains(k), "{k:?} twice");
+        }
+        for k in kinds {
             let p = PreTokenizer::new(k).unwrap();
             let words = p.split("Hello, wörld! 3333 你好 \n\t x");
             assert_eq!(words.concat(), "Hello, wörld! 3333 你好 \n\t x", "{k:?}");
