@@ -25,10 +25,15 @@ const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
 pub fn dequantize_row(blocks: &[BlockQ8_0], out: &mut [f32]) {
     assert_eq!(out.len(), blocks.len() * QK8_0);
     for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK8_0)) {
-        let d = b.d.to_f32();
-        for (y, &q) in y.iter_mut().zip(&b.qs) {
-            *y = q as f32 * d;
-        }
+        decode_codes(b.d, &b.qs, y);
+    }
+}
+
+/// `y = q * d` for one block of 8-bit codes (Q8_0 and Q8_1 alike).
+pub(crate) fn decode_codes(d: f16, qs: &[i8; QK8_0], y: &mut [f32]) {
+    let d = d.to_f32();
+    for (y, &q) in y.iter_mut().zip(qs) {
+        *y = q as f32 * d;
     }
 }
 
@@ -37,18 +42,27 @@ pub fn dequantize_row(blocks: &[BlockQ8_0], out: &mut [f32]) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ8_0]) {
     assert_eq!(x.len(), out.len() * QK8_0);
     for (xb, b) in x.chunks_exact(QK8_0).zip(out.iter_mut()) {
-        let amax = xb.iter().fold(0.0f32, |m, v| c_max(m, v.abs()));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let (d, qs) = quantize_block(xb);
         b.d = f16::from_f32(d);
-        for (q, &v) in b.qs.iter_mut().zip(xb) {
-            *q = (v * id).round() as i8;
-        }
+        b.qs = qs;
     }
 }
 
+/// One block of `quantize_row_q8_0_ref` (and of Q8_1's): the scale `d = amax / 127` in
+/// f32, before its rounding to fp16, and the codes `round(x / d)`.
+pub(crate) fn quantize_block(xb: &[f32]) -> (f32, [i8; QK8_0]) {
+    let amax = xb.iter().fold(0.0f32, |m, v| c_max(m, v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut qs = [0i8; QK8_0];
+    for (q, &v) in qs.iter_mut().zip(xb) {
+        *q = (v * id).round() as i8;
+    }
+    (d, qs)
+}
+
 /// ggml's `MAX(a, b)` macro, `a > b ? a : b`, which differs from `f32::max` on NaN.
-pub(crate) fn c_max(a: f32, b: f32) -> f32 {
+fn c_max(a: f32, b: f32) -> f32 {
     if a > b {
         a
     } else {
