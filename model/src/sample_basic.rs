@@ -1,6 +1,8 @@
 //! A minimal sampler for `pocket run`: greedy at temperature 0, otherwise softmax at
 //! temperature `temp` with a seeded RNG. (The full sampler chain lives in `sampler`.)
 
+use crate::sampler::splitmix64;
+
 pub struct BasicSampler {
     temp: f32,
     state: u64,
@@ -17,13 +19,7 @@ impl BasicSampler {
     }
 
     fn next_f64(&mut self) -> f64 {
-        // splitmix64
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
+        (splitmix64(&mut self.state) >> 11) as f64 / (1u64 << 53) as f64
     }
 
     pub fn sample(&mut self, logits: &[f32]) -> u32 {

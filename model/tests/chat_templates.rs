@@ -155,3 +155,97 @@ fn llama_cpp_templates_render_within_limits() {
         paths.len()
     );
 }
+
+// The built-in templates and the Jinja dialect, against test-chat-template.cpp.
+
+/// tests/test-chat-template.cpp, "google/gemma-7b-it" `template_str` and
+/// `expected_output_jinja` (no system role: llama.cpp merges it with "\n").
+const GEMMA7B_TEMPLATE: &str = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}";
+const GEMMA7B_EXPECTED_JINJA: &str = "<start_of_turn>user\nYou are a helpful assistant\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n";
+
+/// tests/test-chat-template.cpp, "Llama-3" `expected_output`.
+const LLAMA3_EXPECTED: &str = "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+
+#[test]
+fn chatml_builtin_matches_llama_cpp() {
+    let t = ChatTemplate::new("chatml", "", "").unwrap();
+    assert_eq!(t.render(&conversation(), true).unwrap(), CHATML_EXPECTED);
+    assert!(t.supports_system_role());
+    assert_incremental(&t, &conversation());
+}
+
+#[test]
+fn gemma_builtin_matches_llama_cpp() {
+    let t = ChatTemplate::new("gemma", "<bos>", "<eos>")
+        .unwrap()
+        .with_strip(true, false);
+    assert_eq!(t.render(&conversation(), true).unwrap(), GEMMA_EXPECTED);
+    // Without stripping, the BOS text leads.
+    let t = ChatTemplate::new("gemma", "<bos>", "<eos>").unwrap();
+    let s = t.render(&conversation(), true).unwrap();
+    assert_eq!(s, format!("<bos>{GEMMA_EXPECTED}"));
+    assert_incremental(&t, &conversation());
+}
+
+#[test]
+fn llama3_builtin_matches_llama_cpp() {
+    let t = ChatTemplate::new("llama3", "<|begin_of_text|>", "<|eot_id|>")
+        .unwrap()
+        .with_strip(true, false);
+    assert_eq!(t.render(&conversation(), true).unwrap(), LLAMA3_EXPECTED);
+    assert_incremental(&t, &conversation());
+}
+
+#[test]
+fn template_without_system_role_gets_it_merged() {
+    let t = ChatTemplate::new(GEMMA7B_TEMPLATE, "", "").unwrap();
+    assert!(!t.supports_system_role());
+    assert_eq!(
+        t.render(&conversation(), true).unwrap(),
+        GEMMA7B_EXPECTED_JINJA
+    );
+}
+
+#[test]
+fn raise_exception_is_an_error() {
+    let t = ChatTemplate::new(GEMMA7B_TEMPLATE, "", "").unwrap();
+    let msgs = [ChatMessage::new("user", "a"), ChatMessage::new("user", "b")];
+    let e = t.render(&msgs, true).unwrap_err().to_string();
+    assert!(
+        e.contains("Conversation roles must alternate"),
+        "unexpected error: {e}"
+    );
+}
+
+#[test]
+fn python_methods_and_tojson() {
+    let src = "{% for m in messages %}{{ m.content.strip() }}|{{ m.role.startswith('us') }}|{{ m.content.split(',') | length }}|{{ m.role.upper() }}{% endfor %}\n\
+               {{ {'a': 1, 'b': [true, none, 'x<y'], 'c': 1.5} | tojson }}\n\
+               {{ {'a': {'b': 2}} | tojson(indent=2) }}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    let s = t
+        .render(&[ChatMessage::new("user", "  a,b  ")], false)
+        .unwrap();
+    assert_eq!(
+        s,
+        // Python prints True; trim_blocks eats the newline after {% endfor %}.
+        "a,b|True|2|USER{\"a\": 1, \"b\": [true, null, \"x<y\"], \"c\": 1.5}\n{\n  \"a\": {\n    \"b\": 2\n  }\n}"
+    );
+}
+
+#[test]
+fn trim_and_lstrip_blocks_like_hf() {
+    let src = "{% for m in messages %}\n    {% if m.role == 'user' %}\nU:{{ m.content }}\n    {% endif %}\n{% endfor %}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    let s = t.render(&[ChatMessage::new("user", "hi")], false).unwrap();
+    assert_eq!(s, "U:hi\n");
+}
+
+#[test]
+fn developer_role_maps_to_system() {
+    let t = ChatTemplate::new("chatml", "", "").unwrap();
+    let s = t
+        .render(&[ChatMessage::new("developer", "be brief")], false)
+        .unwrap();
+    assert_eq!(s, "<|im_start|>system\nbe brief<|im_end|>\n");
+}

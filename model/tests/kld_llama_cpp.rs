@@ -22,10 +22,10 @@ use std::process::Command;
 
 use pocket_model::kld::{KldSummary, LogitsReader};
 use pocket_model::perplexity::{kl_divergence, perplexity_base};
-use pocket_model::{LoadOptions, Model, Numerics, SessionOptions};
+use pocket_model::{Model, Numerics, SessionOptions};
 
 mod common;
-use common::fixture;
+use common::{fixture, load_with_numerics};
 
 const N_CTX: usize = 128;
 
@@ -49,17 +49,6 @@ fn llama_perplexity(args: &[&str], model: &Path) -> String {
         "llama-perplexity {args:?} failed:\n{all}"
     );
     all
-}
-
-fn load(m: &Path, numerics: Numerics) -> Model {
-    Model::load_with(
-        m,
-        LoadOptions {
-            numerics,
-            ..Default::default()
-        },
-    )
-    .unwrap()
 }
 
 fn pocket_kld(model: &Model, base: &Path) -> KldSummary {
@@ -156,7 +145,7 @@ fn check(name: &str, chunks: usize, write_check: bool) {
     );
 
     // 1. pocket writes llama.cpp's file.
-    let exact = load(&m, Numerics::Ggml);
+    let exact = load_with_numerics(&m, Numerics::Ggml);
     if write_check {
         let text_s = std::fs::read_to_string(&text).unwrap();
         let o = SessionOptions {
@@ -189,7 +178,7 @@ fn check(name: &str, chunks: usize, write_check: bool) {
     // 3. The fast path, against llama.cpp's own spread.
     let spread = value(&theirs, "Mean    KLD:");
     let spread_top = value(&theirs, "Same top p:") / 100.0;
-    let fast = pocket_kld(&load(&m, Numerics::Fast), &base_on);
+    let fast = pocket_kld(&load_with_numerics(&m, Numerics::Fast), &base_on);
     eprintln!(
         "{name}: fast path KLD {:.6} (same top {:.2} %), llama.cpp fa on vs off {spread:.6} \
          (same top {:.2} %), {} rows",

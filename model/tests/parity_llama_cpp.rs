@@ -12,26 +12,17 @@ use std::process::Command;
 use pocket_model::logit_dump::{max_abs_diff, LogitDump};
 use pocket_model::sample_basic::argmax;
 use pocket_model::tokenizer::StreamDecoder;
-use pocket_model::{perplexity::perplexity, LoadOptions, Model, Numerics, Session, SessionOptions};
+use pocket_model::{perplexity::perplexity, Model, Numerics, Session, SessionOptions};
 
 mod common;
-use common::cache_dir;
-
-fn need(p: PathBuf) -> PathBuf {
-    assert!(
-        p.exists(),
-        "fixture {} is missing: run bash tests/fixtures.sh",
-        p.display()
-    );
-    p
-}
+use common::{fixture, load_with_numerics};
 
 fn model(name: &str) -> PathBuf {
-    need(cache_dir().join("models").join(name))
+    fixture(&format!("models/{name}"))
 }
 
 fn bin(name: &str) -> PathBuf {
-    need(cache_dir().join("llama.cpp-build/bin").join(name))
+    fixture(&format!("llama.cpp-build/bin/{name}"))
 }
 
 fn text_path() -> PathBuf {
@@ -103,7 +94,7 @@ fn perplexity_in_ggml_numerics_equals_llama_perplexity() {
     ] {
         let m = model(name);
         let ours = perplexity(
-            &load(&m, Numerics::Ggml),
+            &load_with_numerics(&m, Numerics::Ggml),
             &text,
             N_CTX,
             Some(2),
@@ -140,7 +131,7 @@ fn perplexity_gemma3_within_1_percent_of_llama_cpp() {
 fn perplexity_synthetic_mnn_pocket_within_1_percent_of_llama_cpp() {
     use pocket_model::gguf::GgufFile;
     use pocket_model::synth::{self, BaseVocab, SynthType};
-    let base = need(cache_dir().join("llama.cpp/models/ggml-vocab-qwen2.gguf"));
+    let base = fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
     let base = BaseVocab::from_gguf(&GgufFile::open(&base).unwrap()).unwrap();
     let dir = std::env::temp_dir().join(format!("pocket-parity-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -162,17 +153,19 @@ const PROMPTS: [&str; 5] = [
     "Water boils at a temperature of",
 ];
 
+/// Sessions of 256 positions on two threads.
+fn session_options() -> SessionOptions {
+    SessionOptions {
+        n_ctx: 256,
+        n_threads: 2,
+        ..Default::default()
+    }
+}
+
 fn ours_greedy(mdl: &Model, prompt: &str, n: usize) -> String {
     let tok = &mdl.tokenizer;
     let ids = tok.encode(prompt, true, true);
-    let mut s = Session::new(
-        mdl,
-        SessionOptions {
-            n_ctx: 256,
-            n_threads: 2,
-            ..Default::default()
-        },
-    );
+    let mut s = Session::new(mdl, session_options());
     let mut next = argmax(s.prefill(&ids).unwrap());
     let mut dec = StreamDecoder::new();
     let mut text = prompt.to_string();
@@ -209,17 +202,6 @@ fn theirs_greedy(m: &PathBuf, prompt: &str, n: usize) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-fn load(m: &PathBuf, numerics: Numerics) -> Model {
-    Model::load_with(
-        m,
-        LoadOptions {
-            numerics,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 // The criterion of the runner issue: 32-token greedy continuations identical to
 // `llama-completion --temp 0` for at least 4 of 5 prompts. Greedy text is chaotic in the
 // arithmetic (any difference, even RoPE angles 1e-5 rad apart, flips int8 activation codes
@@ -234,7 +216,7 @@ fn greedy_32_tokens_identical_with_ggml_numerics() {
         ("gemma-3-270m-q4_k_m.gguf", 5),
     ] {
         let m = model(name);
-        let mdl = load(&m, Numerics::Ggml);
+        let mdl = load_with_numerics(&m, Numerics::Ggml);
         let mut same = 0;
         for p in PROMPTS {
             let (a, b) = (ours_greedy(&mdl, p, 32), theirs_greedy(&m, p, 32));
@@ -285,14 +267,7 @@ fn llama_dump(m: &PathBuf, prompt: &str, n: usize, fa_off_forced_by: Option<&Pat
 
 /// Teacher-forced on `theirs`' tokens: pocket's per-step max |Δlogit| against it.
 fn ours_forced(mdl: &Model, theirs: &LogitDump) -> Vec<f32> {
-    let mut s = Session::new(
-        mdl,
-        SessionOptions {
-            n_ctx: 256,
-            n_threads: 2,
-            ..Default::default()
-        },
-    );
+    let mut s = Session::new(mdl, session_options());
     let mut logits = s.prefill(&theirs.prompt).unwrap().to_vec();
     let mut d = Vec::new();
     for (i, (tok, tl)) in theirs.steps.iter().enumerate() {
@@ -319,10 +294,10 @@ fn teacher_forced_logits_within_llama_cpp_own_spread() {
         "gemma-3-270m-q4_k_m.gguf",
     ] {
         let m = model(name);
-        let fast = load(&m, Numerics::Fast);
+        let fast = load_with_numerics(&m, Numerics::Fast);
         let exact = name
             .starts_with("SmolLM2")
-            .then(|| load(&m, Numerics::Ggml));
+            .then(|| load_with_numerics(&m, Numerics::Ggml));
         let (mut ours, mut self_spread) = (Vec::new(), Vec::new());
         for p in PROMPTS {
             let fa = llama_dump(&m, p, 32, None);

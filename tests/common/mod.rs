@@ -2,30 +2,12 @@
 //! (never a silent skip) when they are missing.
 #![allow(dead_code)]
 
+mod fixtures;
+#[allow(unused_imports)]
+pub use fixtures::{cache_dir, fixture};
+
 use std::path::PathBuf;
 use std::process::Command;
-
-/// The pocket cache (`POCKET_CACHE`, default `~/.cache/pocket`).
-pub fn cache_dir() -> PathBuf {
-    if let Some(p) = std::env::var_os("POCKET_CACHE") {
-        return PathBuf::from(p);
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    home.join(".cache").join("pocket")
-}
-
-/// A fixture file under the cache; panics with the command that fetches it when missing.
-pub fn fixture(rel: &str) -> PathBuf {
-    let p = cache_dir().join(rel);
-    assert!(
-        p.exists(),
-        "fixture {} is missing: run `bash tests/fixtures.sh` first",
-        p.display()
-    );
-    p
-}
 
 pub fn smollm2() -> PathBuf {
     fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf")

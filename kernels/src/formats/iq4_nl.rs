@@ -9,6 +9,7 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::q8_0::BlockQ8_0;
+use super::sum_block_dots;
 
 /// Elements per block.
 pub const QK4_NL: usize = 32;
@@ -43,26 +44,21 @@ pub fn dequantize_row(blocks: &[BlockIq4Nl], out: &mut [f32]) {
 /// Scalar reference dot product of IQ4_NL weights with Q8_0 activations
 /// (`ggml_vec_dot_iq4_nl_q8_0_generic`).
 pub fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
-    assert_eq!(w.len(), a.len());
-    let mut sumf = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
+    sum_block_dots(w, a, |x, y| {
         let d = y.d.to_f32() * x.d.to_f32();
         let mut sumi = 0i32;
         for j in 0..QK4_NL / 2 {
             sumi += y.qs[j] as i32 * KVALUES_IQ4NL[(x.qs[j] & 0xF) as usize] as i32;
             sumi += y.qs[j + QK4_NL / 2] as i32 * KVALUES_IQ4NL[(x.qs[j] >> 4) as usize] as i32;
         }
-        sumf += d * sumi as f32;
-    }
-    sumf
+        d * sumi as f32
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::test_util::*;
     use super::*;
-
-    const IQ4_NL: Codec<BlockIq4Nl> = Codec::decode_only(QK4_NL, dequantize_row);
 
     #[test]
     fn decodes_a_hand_built_block() {

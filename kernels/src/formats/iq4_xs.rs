@@ -81,8 +81,6 @@ mod tests {
     use super::super::test_util::*;
     use super::*;
 
-    const IQ4_XS: Codec<BlockIq4Xs> = Codec::decode_only(QK_K, dequantize_row);
-
     #[test]
     fn decodes_a_hand_built_block() {
         let mut b = BlockIq4Xs::zeroed();

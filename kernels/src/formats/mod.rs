@@ -33,6 +33,8 @@ pub mod q8_1;
 pub mod q8_k;
 
 #[cfg(test)]
+mod llama_cpp_bounds;
+#[cfg(test)]
 pub(crate) mod test_util;
 
 /// Why a byte-level conversion was refused.
@@ -161,6 +163,17 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), Format
     }
     encode(x, per, out);
     Ok(())
+}
+
+/// The outer loop of every scalar reference `vec_dot`: `block_dot` of each weight block
+/// with its activation block, summed in f32 in block order, as ggml's `_generic` kernels.
+pub(crate) fn sum_block_dots<W, A>(w: &[W], a: &[A], block_dot: impl Fn(&W, &A) -> f32) -> f32 {
+    assert_eq!(w.len(), a.len());
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        sumf += block_dot(x, y);
+    }
+    sumf
 }
 
 /// Runs `f` on `bytes` viewed as blocks: in place when aligned (the usual case for a

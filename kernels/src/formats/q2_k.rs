@@ -13,6 +13,7 @@ use half::f16;
 
 use super::kquant::QK_K;
 use super::q8_k::BlockQ8K;
+use super::sum_block_dots;
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 #[repr(C)]
@@ -55,9 +56,7 @@ pub fn dequantize_row(blocks: &[BlockQ2K], out: &mut [f32]) {
 /// (`ggml_vec_dot_q2_K_q8_K_generic`): `d*d8 * Σ_g (sc&15) * Σ q*q8` minus
 /// `dmin*d8 * Σ_g (sc>>4) * bsums[g]`.
 pub fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
-    assert_eq!(w.len(), a.len());
-    let mut sumf = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
+    sum_block_dots(w, a, |x, y| {
         let q = codes(x);
         let (mut isum, mut msum) = (0i32, 0i32);
         for (g, &sc) in x.scales.iter().enumerate() {
@@ -69,17 +68,14 @@ pub fn vec_dot(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
         }
         let dall = y.d * x.d.to_f32();
         let dmin = y.d * x.dmin.to_f32();
-        sumf += dall * isum as f32 - dmin * msum as f32;
-    }
-    sumf
+        dall * isum as f32 - dmin * msum as f32
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::test_util::*;
     use super::*;
-
-    const Q2_K: Codec<BlockQ2K> = Codec::decode_only(QK_K, dequantize_row);
 
     #[test]
     fn decodes_a_hand_built_block() {

@@ -14,6 +14,7 @@ use half::f16;
 
 use super::kquant::QK_K;
 use super::q8_k::BlockQ8K;
+use super::sum_block_dots;
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 #[repr(C)]
@@ -69,9 +70,7 @@ pub fn dequantize_row(blocks: &[BlockQ3K], out: &mut [f32]) {
 /// Scalar reference dot product of Q3_K weights with Q8_K activations: an exact integer
 /// sum `Σ_g scale[g] * Σ q*q8`, scaled by `d*d8`.
 pub fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
-    assert_eq!(w.len(), a.len());
-    let mut sumf = 0.0f32;
-    for (x, y) in w.iter().zip(a) {
+    sum_block_dots(w, a, |x, y| {
         let (sc, q) = (scales(x), codes(x));
         let mut isum = 0i32;
         for (g, &scale) in sc.iter().enumerate() {
@@ -80,17 +79,14 @@ pub fn vec_dot(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
                 .sum();
             isum += scale as i32 * dot;
         }
-        sumf += x.d.to_f32() * y.d * isum as f32;
-    }
-    sumf
+        x.d.to_f32() * y.d * isum as f32
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::test_util::*;
     use super::*;
-
-    const Q3_K: Codec<BlockQ3K> = Codec::decode_only(QK_K, dequantize_row);
 
     #[test]
     fn unpacks_every_scale_position() {

@@ -5,7 +5,10 @@
 
 use bytemuck::Pod;
 
-use super::{q8_0, q8_1, q8_k};
+use super::kquant::QK_K;
+use super::{
+    iq4_nl, iq4_xs, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k,
+};
 
 /// `MAX_QUANTIZATION_TOTAL_ERROR` (4-bit and up).
 pub const MAX_QUANTIZATION_TOTAL_ERROR: f32 = 0.002;
@@ -127,6 +130,18 @@ pub struct Codec<B> {
 }
 
 impl<B: Pod> Codec<B> {
+    pub const fn new(
+        qk: usize,
+        quantize_row: fn(&[f32], &mut [B]),
+        dequantize_row: fn(&[B], &mut [f32]),
+    ) -> Self {
+        Codec {
+            qk,
+            quantize_row,
+            dequantize_row,
+        }
+    }
+
     /// A format pocket only decodes: its `quantize_row` panics.
     pub const fn decode_only(qk: usize, dequantize_row: fn(&[B], &mut [f32])) -> Self {
         fn no_quantizer<B>(_: &[f32], _: &mut [B]) {
@@ -175,22 +190,28 @@ impl<B: Pod> Codec<B> {
     }
 }
 
-/// The activation formats.
-pub const Q8_0: Codec<q8_0::BlockQ8_0> = Codec {
-    qk: q8_0::QK8_0,
-    quantize_row: q8_0::quantize_row,
-    dequantize_row: q8_0::dequantize_row,
-};
-pub const Q8_1: Codec<q8_1::BlockQ8_1> = Codec {
-    qk: q8_1::QK8_1,
-    quantize_row: q8_1::quantize_row,
-    dequantize_row: q8_1::dequantize_row,
-};
-pub const Q8_K: Codec<q8_k::BlockQ8K> = Codec {
-    qk: super::kquant::QK_K,
-    quantize_row: q8_k::quantize_row,
-    dequantize_row: q8_k::dequantize_row,
-};
+/// Every block format's codec (the decode-only ones panic if asked to quantize).
+pub const Q4_0: Codec<q4_0::BlockQ4_0> =
+    Codec::new(q4_0::QK4_0, q4_0::quantize_row, q4_0::dequantize_row);
+pub const Q4_1: Codec<q4_1::BlockQ4_1> =
+    Codec::new(q4_1::QK4_1, q4_1::quantize_row, q4_1::dequantize_row);
+pub const Q5_0: Codec<q5_0::BlockQ5_0> =
+    Codec::new(q5_0::QK5_0, q5_0::quantize_row, q5_0::dequantize_row);
+pub const Q5_1: Codec<q5_1::BlockQ5_1> =
+    Codec::new(q5_1::QK5_1, q5_1::quantize_row, q5_1::dequantize_row);
+pub const Q8_0: Codec<q8_0::BlockQ8_0> =
+    Codec::new(q8_0::QK8_0, q8_0::quantize_row, q8_0::dequantize_row);
+pub const Q8_1: Codec<q8_1::BlockQ8_1> =
+    Codec::new(q8_1::QK8_1, q8_1::quantize_row, q8_1::dequantize_row);
+pub const Q4_K: Codec<q4_k::BlockQ4K> = Codec::new(QK_K, q4_k::quantize_row, q4_k::dequantize_row);
+pub const Q5_K: Codec<q5_k::BlockQ5K> = Codec::new(QK_K, q5_k::quantize_row, q5_k::dequantize_row);
+pub const Q6_K: Codec<q6_k::BlockQ6K> = Codec::new(QK_K, q6_k::quantize_row, q6_k::dequantize_row);
+pub const Q8_K: Codec<q8_k::BlockQ8K> = Codec::new(QK_K, q8_k::quantize_row, q8_k::dequantize_row);
+pub const Q2_K: Codec<q2_k::BlockQ2K> = Codec::decode_only(QK_K, q2_k::dequantize_row);
+pub const Q3_K: Codec<q3_k::BlockQ3K> = Codec::decode_only(QK_K, q3_k::dequantize_row);
+pub const IQ4_NL: Codec<iq4_nl::BlockIq4Nl> =
+    Codec::decode_only(iq4_nl::QK4_NL, iq4_nl::dequantize_row);
+pub const IQ4_XS: Codec<iq4_xs::BlockIq4Xs> = Codec::decode_only(QK_K, iq4_xs::dequantize_row);
 
 /// test-quantize-fns' dot product check: `vec_dot` of its weight data quantized as `w`
 /// and its activation data quantized as `a`, within `MAX_DOT_PRODUCT_ERROR` per element

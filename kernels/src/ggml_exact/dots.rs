@@ -3,7 +3,7 @@
 //! products each (`maddubs` + `madd`), converted to f32 and fused-multiply-added into an
 //! eight-lane accumulator with the block's scale product; [`hsum8`] at the end.
 
-use super::{fma_lanes, h2f, hsum8};
+use super::{fma_lanes, h2f, sum_lanes};
 use crate::formats::q4_1::BlockQ4_1;
 use crate::formats::q8_0::BlockQ8_0;
 use crate::formats::q8_1::BlockQ8_1;
@@ -26,18 +26,16 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q4_1_q8_1_body(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q4_1_q8_1: block counts");
-    let mut acc = [0f32; 8];
     let mut summs = 0f32;
-    for (bx, by) in x.iter().zip(y) {
+    let lanes = sum_lanes(x, y, "vec_dot_q4_1_q8_1", |bx, by, acc| {
         let (d0, d1) = (h2f(bx.d), h2f(by.d));
         // `summs += m * s`: GCC contracts it into one vfmadd231ss.
         summs = h2f(bx.m).mul_add(h2f(by.s), summs);
         let d0d1 = d0 * d1;
         // Lanes: no step saturates for these code ranges (|pair sum| <= 2·128·127 < 2^15).
-        fma_lanes(&mut acc, d0d1, &nibbles(&bx.qs), &by.qs);
-    }
-    hsum8(&acc) + summs
+        fma_lanes(acc, d0d1, &nibbles(&bx.qs), &by.qs);
+    });
+    lanes + summs
 }
 
 super::fma_clone! {
@@ -47,12 +45,9 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q8_0_q8_0_body(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q8_0_q8_0: block counts");
-    let mut acc = [0f32; 8];
-    for (bx, by) in x.iter().zip(y) {
+    sum_lanes(x, y, "vec_dot_q8_0_q8_0", |bx, by, acc| {
         let d = h2f(bx.d) * h2f(by.d);
         let w: [i32; 32] = std::array::from_fn(|k| bx.qs[k] as i32);
-        fma_lanes(&mut acc, d, &w, &by.qs);
-    }
-    hsum8(&acc)
+        fma_lanes(acc, d, &w, &by.qs);
+    })
 }

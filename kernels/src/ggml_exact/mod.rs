@@ -81,6 +81,23 @@ pub(crate) fn fma_lanes(acc: &mut [f32; 8], d: f32, w: &[i32; 32], a: &[i8; 32])
     }
 }
 
+/// The block loop of ggml's eight-lane vector dots: `block(bx, by, acc)` for each pair of
+/// blocks, in order, then [`hsum8`] of the lanes. `what` names the dot in the length check.
+#[inline(always)]
+pub(crate) fn sum_lanes<W, A>(
+    x: &[W],
+    y: &[A],
+    what: &str,
+    mut block: impl FnMut(&W, &A, &mut [f32; 8]),
+) -> f32 {
+    assert_eq!(x.len(), y.len(), "{what}: block counts");
+    let mut acc = [0f32; 8];
+    for (bx, by) in x.iter().zip(y) {
+        block(bx, by, &mut acc);
+    }
+    hsum8(&acc)
+}
+
 /// `GGML_F32x8_REDUCE` over four accumulators (the f16/f32 vector dot products): (0+2, 1+3),
 /// then (0+1), then the halves of that register added lane-wise and two `hadd`s.
 #[inline]
@@ -97,6 +114,58 @@ pub fn reduce4x8(x: &[[f32; 8]; 4]) -> f32 {
     let t0 = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
     let t1 = [t0[0] + t0[1], t0[2] + t0[3]];
     t1[0] + t1[1]
+}
+
+/// How one token goes through a `mul_mat`: how its activations are quantized and the dot
+/// product that computes each of its outputs.
+pub(crate) struct Route<W, A> {
+    pub quantize: fn(&[f32], &mut [A]),
+    pub dot: fn(&[W], &[A]) -> f32,
+}
+
+/// The whole `mul_mat` as `forward_mul_mat` runs it: `w` holds `n_rows` rows of `k / qk`
+/// blocks, `x` holds `n_tokens` rows of `k` floats; token `t` takes `route(t, n_tokens)`.
+/// Returns `out[token * n_rows + row]`.
+pub(crate) fn mul_mat_by_route<W, A: bytemuck::Pod>(
+    w: &[W],
+    n_rows: usize,
+    x: &[f32],
+    (k, qk): (usize, usize),
+    route: impl Fn(usize, usize) -> Route<W, A>,
+) -> Vec<f32> {
+    assert!(
+        k % qk == 0 && w.len() == n_rows * (k / qk),
+        "mul_mat: shapes"
+    );
+    assert!(x.len() % k == 0, "mul_mat: activations");
+    let nb = k / qk;
+    let n_tokens = x.len() / k;
+    let mut a = vec![A::zeroed(); nb];
+    let mut out = Vec::with_capacity(n_tokens * n_rows);
+    for (t, xt) in x.chunks_exact(k).enumerate() {
+        let Route { quantize, dot } = route(t, n_tokens);
+        quantize(xt, &mut a);
+        out.extend(w.chunks_exact(nb).map(|wr| dot(wr, &a)));
+    }
+    out
+}
+
+/// The route of `ggml`'s repacked weights: tokens in groups of four take `grouped`
+/// (`ggml_quantize_mat_*_4x8` + gemm), the rest `single` (`quantize_row_*` + gemv).
+pub(crate) fn groups_of_four<W, A>(
+    grouped: Route<W, A>,
+    single: Route<W, A>,
+) -> impl Fn(usize, usize) -> Route<W, A> {
+    move |t, n_tokens| match t < n_tokens - n_tokens % 4 {
+        true => Route {
+            quantize: grouped.quantize,
+            dot: grouped.dot,
+        },
+        false => Route {
+            quantize: single.quantize,
+            dot: single.dot,
+        },
+    }
 }
 
 /// f16 to f32 (exact).

@@ -27,7 +27,7 @@
 //! [`vec_dot_q4_0_q8_0`], a different rounding from the repacked kernels (eight partial
 //! accumulators and a horizontal sum instead of one accumulator of whole-block sums).
 
-use super::{fma_lanes, h2f, hsum8};
+use super::{fma_lanes, groups_of_four, h2f, mul_mat_by_route, sum_lanes, Route};
 use crate::formats::q4_0::{BlockQ4_0, QK4_0};
 use crate::formats::q8_0::BlockQ8_0;
 
@@ -102,13 +102,10 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q4_0_q8_0_body(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q4_0_q8_0: block counts");
-    let mut acc = [0f32; 8];
-    for (bx, by) in x.iter().zip(y) {
+    sum_lanes(x, y, "vec_dot_q4_0_q8_0", |bx, by, acc| {
         let d = h2f(bx.d) * h2f(by.d);
-        fma_lanes(&mut acc, d, &codes(bx), &by.qs);
-    }
-    hsum8(&acc)
+        fma_lanes(acc, d, &codes(bx), &by.qs);
+    })
 }
 
 /// The whole repacked `mul_mat` for `w` (`n_rows` rows of `k / 32` blocks, `n_rows % 8 ==
@@ -117,57 +114,24 @@ fn vec_dot_q4_0_q8_0_body(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 /// `ggml_quantize_mat_q8_0_4x8` + gemm, the rest through `quantize_row_q8_0` + gemv.
 /// Returns `out[token * n_rows + row]`.
 pub fn mul_mat_q4_0_repacked(w: &[BlockQ4_0], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    assert!(
-        k % QK4_0 == 0 && w.len() == n_rows * (k / QK4_0),
-        "mul_mat_q4_0: shapes"
-    );
-    assert!(x.len() % k == 0, "mul_mat_q4_0: activations");
-    let nb = k / QK4_0;
-    let n_tokens = x.len() / k;
-    let grouped = n_tokens - n_tokens % 4;
-    let zero = BlockQ8_0 {
-        d: half::f16::ZERO,
-        qs: [0; 32],
+    let grouped = Route {
+        quantize: quantize_row_q8_0_4x8,
+        dot: gemm_q4_0_8x8_q8_0,
     };
-    let mut out = vec![0f32; n_tokens * n_rows];
-    let mut a = vec![zero; nb];
-    for t in 0..n_tokens {
-        let xt = &x[t * k..(t + 1) * k];
-        let dot = if t < grouped {
-            quantize_row_q8_0_4x8(xt, &mut a);
-            gemm_q4_0_8x8_q8_0
-        } else {
-            quantize_row_q8_0(xt, &mut a);
-            gemv_q4_0_8x8_q8_0
-        };
-        for r in 0..n_rows {
-            out[t * n_rows + r] = dot(&w[r * nb..(r + 1) * nb], &a);
-        }
-    }
-    out
+    let single = Route {
+        quantize: quantize_row_q8_0,
+        dot: gemv_q4_0_8x8_q8_0,
+    };
+    mul_mat_by_route(w, n_rows, x, (k, QK4_0), groups_of_four(grouped, single))
 }
 
 /// The non-repacked `mul_mat` (`n_rows % 8 != 0`): every token through `quantize_row_q8_0`
 /// and every output through [`vec_dot_q4_0_q8_0`] (one token: `ggml_vec_dot`; more:
 /// llamafile's sgemm tiles, the same per-output sum). Returns `out[token * n_rows + row]`.
 pub fn mul_mat_q4_0_plain(w: &[BlockQ4_0], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    assert!(
-        k % QK4_0 == 0 && w.len() == n_rows * (k / QK4_0),
-        "mul_mat_q4_0: shapes"
-    );
-    assert!(x.len() % k == 0, "mul_mat_q4_0: activations");
-    let nb = k / QK4_0;
-    let zero = BlockQ8_0 {
-        d: half::f16::ZERO,
-        qs: [0; 32],
+    let route = |_, _| Route {
+        quantize: quantize_row_q8_0,
+        dot: vec_dot_q4_0_q8_0,
     };
-    let mut out = Vec::with_capacity(x.len() / k * n_rows);
-    let mut a = vec![zero; nb];
-    for xt in x.chunks_exact(k) {
-        quantize_row_q8_0(xt, &mut a);
-        for r in 0..n_rows {
-            out.push(vec_dot_q4_0_q8_0(&w[r * nb..(r + 1) * nb], &a));
-        }
-    }
-    out
+    mul_mat_by_route(w, n_rows, x, (k, QK4_0), route)
 }

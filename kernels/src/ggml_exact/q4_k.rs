@@ -15,8 +15,8 @@
 //! pair of sub-blocks (its `sb` loop does the `fmadd`s, 4 per super-block). So the twins
 //! are dot products on the original GGUF blocks; the interleaving is data movement only.
 
-use super::h2f;
 use super::q8_k::{quantize_row_q8_k, quantize_row_q8_k_4x8};
+use super::{groups_of_four, h2f, mul_mat_by_route, Route};
 use crate::formats::kquant::{scale_min_k4, QK_K};
 use crate::formats::q4_k::BlockQ4K;
 use crate::formats::q8_k::BlockQ8K;
@@ -86,33 +86,13 @@ fn gemm_q4_k_8x8_q8_k_body(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
 /// four through `ggml_quantize_mat_q8_K_4x8` + gemm, the rest through `quantize_row_q8_K`
 /// + gemv. Returns `out[token * n_rows + row]`.
 pub fn mul_mat_q4_k_repacked(w: &[BlockQ4K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    assert!(
-        k % QK_K == 0 && w.len() == n_rows * (k / QK_K),
-        "mul_mat_q4_k: shapes"
-    );
-    assert!(x.len() % k == 0, "mul_mat_q4_k: activations");
-    let nb = k / QK_K;
-    let n_tokens = x.len() / k;
-    let grouped = n_tokens - n_tokens % 4;
-    let zero = BlockQ8K {
-        d: 0.0,
-        qs: [0; QK_K],
-        bsums: [0; QK_K / 16],
+    let grouped = Route {
+        quantize: quantize_row_q8_k_4x8,
+        dot: gemm_q4_k_8x8_q8_k,
     };
-    let mut out = vec![0f32; n_tokens * n_rows];
-    let mut a = vec![zero; nb];
-    for t in 0..n_tokens {
-        let xt = &x[t * k..(t + 1) * k];
-        let dot = if t < grouped {
-            quantize_row_q8_k_4x8(xt, &mut a);
-            gemm_q4_k_8x8_q8_k
-        } else {
-            quantize_row_q8_k(xt, &mut a);
-            gemv_q4_k_8x8_q8_k
-        };
-        for r in 0..n_rows {
-            out[t * n_rows + r] = dot(&w[r * nb..(r + 1) * nb], &a);
-        }
-    }
-    out
+    let single = Route {
+        quantize: quantize_row_q8_k,
+        dot: gemv_q4_k_8x8_q8_k,
+    };
+    mul_mat_by_route(w, n_rows, x, (k, QK_K), groups_of_four(grouped, single))
 }

@@ -7,7 +7,7 @@
 //! the tiles only change which outputs share loads, never one output's sum order). So
 //! this one function is the twin of both the decode and the prompt path.
 
-use super::{fma_lanes, h2f, hsum8};
+use super::{fma_lanes, h2f, sum_lanes};
 use crate::formats::q5_0::BlockQ5_0;
 use crate::formats::q8_0::BlockQ8_0;
 
@@ -38,13 +38,10 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q5_0_q8_0_body(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q5_0_q8_0: block counts");
-    let mut acc = [0f32; 8];
-    for (bx, by) in x.iter().zip(y) {
+    sum_lanes(x, y, "vec_dot_q5_0_q8_0", |bx, by, acc| {
         // `GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d)` (sgemm: `da * db`
         // with A the weights: the same product).
         let d = h2f(bx.d) * h2f(by.d);
-        fma_lanes(&mut acc, d, &codes(bx), &by.qs);
-    }
-    hsum8(&acc)
+        fma_lanes(acc, d, &codes(bx), &by.qs);
+    })
 }

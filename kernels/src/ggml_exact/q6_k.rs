@@ -3,7 +3,7 @@
 //! product is the Q6_K path for one token and for prompt batches alike, with the
 //! activations from `quantize_row_q8_K` ([`super::q8_k::quantize_row_q8_k`]).
 
-use super::{h2f, hsum8};
+use super::{h2f, sum_lanes};
 use crate::formats::kquant::QK_K;
 use crate::formats::q6_k::BlockQ6K;
 use crate::formats::q8_k::BlockQ8K;
@@ -33,9 +33,7 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q6_k_q8_k_body(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-    assert_eq!(x.len(), y.len(), "vec_dot_q6_k_q8_k: block counts");
-    let mut acc = [0f32; 8];
-    for (bx, by) in x.iter().zip(y) {
+    sum_lanes(x, y, "vec_dot_q6_k_q8_k", |bx, by, acc| {
         // `y[i].d * GGML_CPU_FP16_TO_FP32(x[i].d)`.
         let d = by.d * h2f(bx.d);
         let mut sumi = [0i32; 8];
@@ -50,6 +48,5 @@ fn vec_dot_q6_k_q8_k_body(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         for (a, &s) in acc.iter_mut().zip(&sumi) {
             *a = d.mul_add(s as f32, *a);
         }
-    }
-    hsum8(&acc)
+    })
 }

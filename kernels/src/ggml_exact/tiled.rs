@@ -49,8 +49,8 @@
 //! `MUL_MAT_ID` (MoE experts with >= 8 routed rows) runs the same microkernel over K in the
 //! same order, so these dot products apply per expert too (not checked by the oracle).
 
-use super::h2f;
 use super::q8_k::quantize_row_q8_k;
+use super::{h2f, mul_mat_by_route, Route};
 use crate::formats::iq4_nl::KVALUES_IQ4NL;
 use crate::formats::iq4_xs::BlockIq4Xs;
 use crate::formats::kquant::{scale_min_k4, QK_K};
@@ -299,35 +299,20 @@ pub fn dot_tiled_iq4_xs(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
     })
 }
 
-/// The whole tiled `mul_mat`: `w` holds `n_rows` rows of `k / 256` blocks, `x` holds
-/// `n_tokens` rows of `k` floats; each token is quantized with `quantize_row_q8_K` and
-/// every output computed by `dot`. Returns `out[token * n_rows + row]`.
+/// The whole tiled `mul_mat`: every token quantized with `quantize_row_q8_K` and every
+/// output computed by `dot`. Returns `out[token * n_rows + row]`.
 fn mul_mat_tiled<W>(
     w: &[W],
     n_rows: usize,
     x: &[f32],
     k: usize,
-    dot: impl Fn(&[W], &[BlockQ8K]) -> f32,
+    dot: fn(&[W], &[BlockQ8K]) -> f32,
 ) -> Vec<f32> {
-    assert!(
-        k % QK_K == 0 && w.len() == n_rows * (k / QK_K),
-        "mul_mat_tiled: shapes"
-    );
-    assert!(x.len() % k == 0, "mul_mat_tiled: activations");
-    let nb = k / QK_K;
-    let n_tokens = x.len() / k;
-    let zero = BlockQ8K {
-        d: 0.0,
-        qs: [0; QK_K],
-        bsums: [0; QK_K / 16],
+    let route = |_, _| Route {
+        quantize: quantize_row_q8_k,
+        dot,
     };
-    let mut a = vec![zero; nb];
-    let mut out = Vec::with_capacity(n_tokens * n_rows);
-    for xt in x.chunks_exact(k) {
-        quantize_row_q8_k(xt, &mut a);
-        out.extend(w.chunks_exact(nb).map(|wr| dot(wr, &a)));
-    }
-    out
+    mul_mat_by_route(w, n_rows, x, (k, QK_K), route)
 }
 
 /// `pub fn $name(w: &[$block], n_rows, x, k) -> Vec<f32>`: `mul_mat_tiled` with `$dot`.

@@ -111,19 +111,23 @@ unsafe fn swiglu_raw(p: Path, g: *const f32, u: *const f32, out: *mut f32, n: us
     }
 }
 
-/// `out[i] = silu(x[i])` on level `isa`.
-pub fn silu_with(isa: Isa, x: &[f32], out: &mut [f32]) {
+/// `out[i] = op(x[i])` on level `isa`.
+fn unary_with(isa: Isa, op: Unary, x: &[f32], out: &mut [f32]) {
     check2(x.len(), out.len());
     // SAFETY: lengths checked, distinct borrows, `path` checked the CPU.
-    unsafe {
-        unary_raw(
-            path(isa),
-            Unary::Silu,
-            x.as_ptr(),
-            out.as_mut_ptr(),
-            x.len(),
-        )
-    }
+    unsafe { unary_raw(path(isa), op, x.as_ptr(), out.as_mut_ptr(), x.len()) }
+}
+
+/// `x[i] = op(x[i])` on level `isa`.
+fn unary_inplace_with(isa: Isa, op: Unary, x: &mut [f32]) {
+    let p = x.as_mut_ptr();
+    // SAFETY: out == x, element-wise; `path` checked the CPU.
+    unsafe { unary_raw(path(isa), op, p, p, x.len()) }
+}
+
+/// `out[i] = silu(x[i])` on level `isa`.
+pub fn silu_with(isa: Isa, x: &[f32], out: &mut [f32]) {
+    unary_with(isa, Unary::Silu, x, out)
 }
 
 /// [`silu_with`] on [`Isa::active`].
@@ -133,9 +137,7 @@ pub fn silu(x: &[f32], out: &mut [f32]) {
 
 /// SiLU in place.
 pub fn silu_inplace_with(isa: Isa, x: &mut [f32]) {
-    let p = x.as_mut_ptr();
-    // SAFETY: out == x, element-wise.
-    unsafe { unary_raw(path(isa), Unary::Silu, p, p, x.len()) }
+    unary_inplace_with(isa, Unary::Silu, x)
 }
 
 /// [`silu_inplace_with`] on [`Isa::active`].
@@ -145,17 +147,7 @@ pub fn silu_inplace(x: &mut [f32]) {
 
 /// `out[i] = gelu(x[i])` on level `isa`.
 pub fn gelu_with(isa: Isa, x: &[f32], out: &mut [f32]) {
-    check2(x.len(), out.len());
-    // SAFETY: as silu_with.
-    unsafe {
-        unary_raw(
-            path(isa),
-            Unary::Gelu,
-            x.as_ptr(),
-            out.as_mut_ptr(),
-            x.len(),
-        )
-    }
+    unary_with(isa, Unary::Gelu, x, out)
 }
 
 /// [`gelu_with`] on [`Isa::active`].
@@ -165,9 +157,7 @@ pub fn gelu(x: &[f32], out: &mut [f32]) {
 
 /// GELU in place.
 pub fn gelu_inplace_with(isa: Isa, x: &mut [f32]) {
-    let p = x.as_mut_ptr();
-    // SAFETY: out == x, element-wise.
-    unsafe { unary_raw(path(isa), Unary::Gelu, p, p, x.len()) }
+    unary_inplace_with(isa, Unary::Gelu, x)
 }
 
 /// [`gelu_inplace_with`] on [`Isa::active`].

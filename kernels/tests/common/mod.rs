@@ -3,21 +3,15 @@
 // Each test file compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+#[path = "../../../tests/common/fixtures.rs"]
+mod fixtures;
+#[allow(unused_imports)]
+pub use fixtures::{cache_dir, fixture};
+
 use half::f16;
 use pocket_kernels::matmul::{gemm, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
 use std::path::PathBuf;
-
-/// The fixture cache of `bash tests/fixtures.sh`: `$POCKET_CACHE` when set and not empty,
-/// else `~/.cache/pocket`.
-pub fn cache_dir() -> PathBuf {
-    match std::env::var_os("POCKET_CACHE") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
-        }
-    }
-}
 
 /// SplitMix64: deterministic test data without dependencies.
 pub struct Rng(pub u64);

@@ -261,3 +261,20 @@ pub(super) fn strftime(fmt: &str, secs: i64) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strftime_formats_dates() {
+        // 2024-07-26 13:05:09 UTC, a Friday, day 208.
+        let t = 1_722_000_000 - 1_722_000_000 % 86_400 + 13 * 3600 + 5 * 60 + 9;
+        assert_eq!(
+            strftime("%d %b %Y %H:%M:%S %A %j %B %y %m %%", t),
+            "26 Jul 2024 13:05:09 Friday 208 July 24 07 %"
+        );
+        assert_eq!(strftime("%Y-%m-%d", 0), "1970-01-01");
+        assert_eq!(strftime("%Y-%m-%d %j", 951_782_400), "2000-02-29 060");
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use super::pretokenize::PreTokenizer;
 use super::symbol::{merge, Symbol};
 use super::unicode::byte_to_char;
-use super::{StrTable, Vocab};
+use super::vocab::{StrTable, Vocab};
 
 /// Merge ranks from `tokenizer.ggml.merges`: "left right" strings, rank = position.
 pub(crate) struct Merges {

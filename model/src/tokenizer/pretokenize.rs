@@ -12,7 +12,12 @@
 //! Pre-tokenizers whose expressions need look-around outside the hand-written matchers
 //! (tekken, gpt-4o, seed-coder, ...) are reported as unsupported.
 
-use super::unicode::{flags, to_lower, Flags};
+mod collapse;
+mod matchers;
+
+use collapse::{collapse_cpt, collapse_expr, split_regex, uses_ucat, wide_text};
+use matchers::{split_gpt2, split_llama3, split_newlines};
+
 use super::TokenizerError;
 
 const GPT2_RE: &str =
@@ -203,77 +208,6 @@ pub struct PreTokenizer {
     need_collapse: bool,
 }
 
-/// `k_ucat_enum`: the `\p{..}` names llama.cpp collapses, with their category byte and
-/// ASCII members (regex syntax).
-fn ucat(name: &str) -> Option<(&'static str, &'static str)> {
-    Some(match name {
-        "\\p{N}" => ("\\xD1", "0-9"),
-        "\\p{L}" | "\\p{Lu}" | "\\p{Ll}" | "\\p{Lt}" | "\\p{Lm}" | "\\p{Lo}" => ("\\xD2", "A-Za-z"),
-        "\\p{P}" => ("\\xD3", "!-#%-*,-/:-;?-@\\[-\\]_\\{\\}"),
-        "\\p{M}" => ("\\xD4", ""),
-        "\\p{S}" => ("\\xD5", "\\$\\+<->\\^`\\|\\~"),
-        _ => return None,
-    })
-}
-
-const UCAT_NAMES: [&str; 10] = [
-    "\\p{N}", "\\p{L}", "\\p{P}", "\\p{M}", "\\p{S}", "\\p{Lu}", "\\p{Ll}", "\\p{Lt}", "\\p{Lm}",
-    "\\p{Lo}",
-];
-
-fn uses_ucat(expr: &str) -> bool {
-    UCAT_NAMES.iter().any(|n| expr.contains(n))
-}
-
-/// The collapsed form of an expression (the loop in `unicode_regex_split`).
-fn collapse_expr(expr: &str) -> Result<String, TokenizerError> {
-    if !expr.is_ascii() {
-        return Err(TokenizerError::Regex(format!(
-            "expression mixes unicode categories and non-ASCII characters: {expr:?}"
-        )));
-    }
-    let b = expr.as_bytes();
-    let mut out = String::from("(?-u)");
-    let mut inside = false;
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'[' && (i == 0 || b[i - 1] != b'\\') {
-            out.push('[');
-            inside = true;
-            i += 1;
-            continue;
-        }
-        if inside && b[i] == b']' && b[i - 1] != b'\\' {
-            out.push(']');
-            inside = false;
-            i += 1;
-            continue;
-        }
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'p' && b[i + 2] == b'{' {
-            if let Some(rel) = expr[i + 3..].find('}') {
-                let close = i + 3 + rel;
-                if close <= i + 10 {
-                    if let Some((byte, members)) = ucat(&expr[i..=close]) {
-                        if !inside {
-                            out.push('[');
-                        }
-                        out.push_str(byte);
-                        out.push_str(members);
-                        if !inside {
-                            out.push(']');
-                        }
-                        i = close + 1;
-                        continue;
-                    }
-                }
-            }
-        }
-        out.push(b[i] as char);
-        i += 1;
-    }
-    Ok(out)
-}
-
 impl PreTokenizer {
     pub fn new(kind: PreKind) -> Result<Self, TokenizerError> {
         let exprs = expressions(kind);
@@ -368,347 +302,6 @@ impl PreTokenizer {
     }
 }
 
-/// One byte per code point: ASCII as is, whitespace → 0x0B, else the category byte.
-fn collapse_cpt(c: u32) -> u8 {
-    if c < 128 {
-        return c as u8;
-    }
-    let f = flags(c);
-    if f.is_whitespace() {
-        return 0x0B;
-    }
-    match f.category() {
-        Flags::NUMBER => 0xD1,
-        Flags::LETTER => 0xD2,
-        Flags::PUNCTUATION => 0xD3,
-        Flags::ACCENT_MARK => 0xD4,
-        Flags::SYMBOL => 0xD5,
-        _ => 0xD0,
-    }
-}
-
-/// The code points as a string with non-ASCII whitespace replaced by U+000B, and the byte
-/// offset of each code point (plus the end).
-fn wide_text(cpts: &[u32]) -> (String, Vec<usize>) {
-    let mut s = String::with_capacity(cpts.len());
-    let mut offs = Vec::with_capacity(cpts.len() + 1);
-    for &c in cpts {
-        offs.push(s.len());
-        let c = if c > 0x7F && flags(c).is_whitespace() {
-            0x0B
-        } else {
-            c
-        };
-        s.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
-    }
-    offs.push(s.len());
-    (s, offs)
-}
-
-/// `unicode_regex_split_stl`: within each piece, matches and the gaps between them become
-/// pieces. `find(start, end)` returns the matches in code point positions.
-fn split_regex(
-    offsets: &[usize],
-    find: impl Fn(usize, usize) -> Vec<(usize, usize)>,
-) -> Vec<usize> {
-    let mut out = Vec::with_capacity(offsets.len());
-    let mut start = 0;
-    for &len in offsets {
-        let mut prev = start;
-        for (ms, me) in find(start, start + len) {
-            if me == ms {
-                continue;
-            }
-            if ms > prev {
-                out.push(ms - prev);
-            }
-            out.push(me - ms);
-            prev = me;
-        }
-        if prev < start + len {
-            out.push(start + len - prev);
-        }
-        start += len;
-    }
-    out
-}
-
-const OUT_OF_RANGE: u32 = 0xFFFF_FFFF;
-
-/// One piece of the text being split by a hand-written matcher, with llama.cpp's helpers.
-struct Piece<'a> {
-    cpts: &'a [u32],
-    ini: usize,
-    end: usize,
-    prev_end: usize,
-    out: &'a mut Vec<usize>,
-}
-
-impl Piece<'_> {
-    #[inline]
-    fn cpt(&self, pos: usize) -> u32 {
-        if self.ini <= pos && pos < self.end {
-            self.cpts[pos]
-        } else {
-            OUT_OF_RANGE
-        }
-    }
-    #[inline]
-    fn flags(&self, pos: usize) -> Flags {
-        if self.ini <= pos && pos < self.end {
-            flags(self.cpts[pos])
-        } else {
-            Flags(0)
-        }
-    }
-    #[inline]
-    fn add(&mut self, end: usize) -> usize {
-        let len = end - self.prev_end;
-        if len > 0 {
-            self.out.push(len);
-        }
-        self.prev_end = end;
-        len
-    }
-}
-
-fn for_each_piece(cpts: &[u32], offsets: &[usize], mut f: impl FnMut(&mut Piece)) -> Vec<usize> {
-    let mut out = Vec::with_capacity(offsets.len());
-    let mut start = 0;
-    for &len in offsets {
-        let mut p = Piece {
-            cpts,
-            ini: start,
-            end: start + len,
-            prev_end: start,
-            out: &mut out,
-        };
-        f(&mut p);
-        start += len;
-    }
-    out
-}
-
-fn is(c: u32, ch: char) -> bool {
-    c == ch as u32
-}
-
-/// `'s|'t|'re|'ve|'m|'ll|'d` at `pos` (optionally case-insensitive): length matched.
-fn contraction(p: &Piece, pos: usize, ci: bool) -> usize {
-    if !is(p.cpt(pos), '\'') || pos + 1 >= p.end {
-        return 0;
-    }
-    let low = |c: u32| if ci { to_lower(c) } else { c };
-    let n = low(p.cpt(pos + 1));
-    if is(n, 's') || is(n, 't') || is(n, 'm') || is(n, 'd') {
-        return 2;
-    }
-    if pos + 2 < p.end {
-        let nn = low(p.cpt(pos + 2));
-        if (is(n, 'r') && is(nn, 'e')) || (is(n, 'v') && is(nn, 'e')) || (is(n, 'l') && is(nn, 'l'))
-        {
-            return 3;
-        }
-    }
-    0
-}
-
-/// GPT-2: `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
-fn split_gpt2(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
-    for_each_piece(cpts, offsets, |p| {
-        let mut pos = p.ini;
-        while pos < p.end {
-            let cpt = p.cpt(pos);
-            let fl = p.flags(pos);
-
-            let n = contraction(p, pos, false);
-            if n > 0 {
-                pos += p.add(pos + n);
-                continue;
-            }
-
-            let sp = is(cpt, ' ');
-            let mut f2 = if sp { p.flags(pos + 1) } else { fl };
-            if f2.is_letter() {
-                pos += sp as usize;
-                while f2.is_letter() {
-                    pos += 1;
-                    f2 = p.flags(pos);
-                }
-                p.add(pos);
-                continue;
-            }
-            if f2.is_number() {
-                pos += sp as usize;
-                while f2.is_number() {
-                    pos += 1;
-                    f2 = p.flags(pos);
-                }
-                p.add(pos);
-                continue;
-            }
-            let other =
-                |f: Flags| !(f.is_whitespace() || f.is_letter() || f.is_number()) && f.any();
-            if other(f2) {
-                pos += sp as usize;
-                while other(f2) {
-                    pos += 1;
-                    f2 = p.flags(pos);
-                }
-                p.add(pos);
-                continue;
-            }
-
-            let mut nws = 0;
-            while p.flags(pos + nws).is_whitespace() {
-                nws += 1;
-            }
-            if nws > 1 && p.cpt(pos + nws) != OUT_OF_RANGE {
-                pos += nws - 1;
-                p.add(pos);
-                continue;
-            }
-            if nws > 0 {
-                pos += nws;
-                p.add(pos);
-                continue;
-            }
-            pos += 1;
-            p.add(pos);
-        }
-    })
-}
-
-/// llama3 (`\p{N}{1,3}`), qwen2 (`\p{N}`, `single_digits`) and qwen35 (as qwen2, with
-/// `marks`: `[\p{L}\p{M}]+` letter runs and `\p{M}` excluded from punctuation runs):
-/// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-fn split_llama3(cpts: &[u32], offsets: &[usize], single_digits: bool, marks: bool) -> Vec<usize> {
-    for_each_piece(cpts, offsets, |p| {
-        let mut pos = p.ini;
-        while pos < p.end {
-            let cpt = p.cpt(pos);
-            let fl = p.flags(pos);
-
-            let n = contraction(p, pos, true);
-            if n > 0 {
-                pos += p.add(pos + n);
-                continue;
-            }
-
-            // [^\r\n\p{L}\p{N}]?\p{L}+ (qwen35: [\p{L}\p{M}]+)
-            let letter = |f: Flags| f.is_letter() || (marks && f.is_accent_mark());
-            if !(is(cpt, '\r') || is(cpt, '\n') || fl.is_number())
-                && (letter(fl) || letter(p.flags(pos + 1)))
-            {
-                pos += 1;
-                while letter(p.flags(pos)) {
-                    pos += 1;
-                }
-                p.add(pos);
-                continue;
-            }
-
-            if fl.is_number() {
-                if single_digits {
-                    pos += 1;
-                    p.add(pos);
-                    continue;
-                }
-                let mut ini = pos;
-                while p.flags(pos).is_number() {
-                    pos += 1;
-                    if pos - ini >= 3 {
-                        p.add(pos);
-                        ini = pos;
-                    }
-                }
-                p.add(pos);
-                continue;
-            }
-
-            if punct_run(p, &mut pos, cpt, fl, marks) {
-                continue;
-            }
-            whitespace_tail(p, &mut pos);
-        }
-    })
-}
-
-/// ` ?[^\s\p{L}\p{N}]+[\r\n]*` (with `\p{M}` excluded too for qwen35).
-fn punct_run(p: &mut Piece, pos: &mut usize, cpt: u32, fl: Flags, marks: bool) -> bool {
-    let sp = is(cpt, ' ');
-    let mut f2 = if sp { p.flags(*pos + 1) } else { fl };
-    let excluded = |f: Flags| {
-        f.is_whitespace() || f.is_letter() || f.is_number() || (marks && f.is_accent_mark())
-    };
-    // llama.cpp tests `flags` (not `flags2`) for existence here
-    if !excluded(f2) && fl.any() {
-        *pos += sp as usize;
-        while !excluded(f2) && f2.any() {
-            *pos += 1;
-            f2 = p.flags(*pos);
-        }
-        let mut c2 = p.cpt(*pos);
-        while is(c2, '\r') || is(c2, '\n') {
-            *pos += 1;
-            c2 = p.cpt(*pos);
-        }
-        p.add(*pos);
-        return true;
-    }
-    false
-}
-
-/// `\s*[\r\n]+|\s+(?!\S)|\s+`, or a single unmatched code point.
-fn whitespace_tail(p: &mut Piece, pos: &mut usize) {
-    let mut nws = 0;
-    let mut last_rn = 0;
-    while p.flags(*pos + nws).is_whitespace() {
-        let c2 = p.cpt(*pos + nws);
-        if is(c2, '\r') || is(c2, '\n') {
-            last_rn = *pos + nws + 1;
-        }
-        nws += 1;
-    }
-    if last_rn > 0 {
-        *pos = last_rn;
-        p.add(*pos);
-        return;
-    }
-    if nws > 1 && p.cpt(*pos + nws) != OUT_OF_RANGE {
-        *pos += nws - 1;
-        p.add(*pos);
-        return;
-    }
-    if nws > 0 {
-        *pos += nws;
-        p.add(*pos);
-        return;
-    }
-    *pos += 1;
-    p.add(*pos);
-}
-
-/// `[^\n]+|[\n]+`
-fn split_newlines(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
-    let mut out = Vec::with_capacity(offsets.len());
-    let mut start = 0;
-    for &len in offsets {
-        let end = start + len;
-        let mut pos = start;
-        while pos < end {
-            let nl = cpts[pos] == '\n' as u32;
-            let run = pos;
-            while pos < end && (cpts[pos] == '\n' as u32) == nl {
-                pos += 1;
-            }
-            out.push(pos - run);
-        }
-        start = end;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -741,22 +334,27 @@ mod tests {
 
     #[test]
     fn all_kinds_compile() {
-        use PreKind::*;
-        for k in [
-            Default,
-            Llama3,
-            DeepseekLlm,
-            DeepseekCoder,
-            Falcon,
-            Starcoder,
-            Gpt2,
-            Qwen2,
-            Qwen35,
-            Bloom,
-            Viking,
-            Laguna,
-            Gemma4,
-        ] {
+        // one `tokenizer.ggml.pre` name per kind
+        let names = [
+            "default",
+            "llama3",
+            "deepseek-llm",
+            "deepseek-coder",
+            "falcon",
+            "starcoder",
+            "gpt-2",
+            "qwen2",
+            "qwen35",
+            "bloom",
+            "viking",
+            "laguna",
+            "gemma4",
+        ];
+        let kinds: Vec<PreKind> = names.iter().map(|n| config_for(n).unwrap().kind).collect();
+        for (i, k) in kinds.iter().enumerate() {
+            assert!(!kinds[..i].contains(k), "{k:?} twice");
+        }
+        for k in kinds {
             let p = PreTokenizer::new(k).unwrap();
             let words = p.split("Hello, wörld! 3333 你好 \n\t x");
             assert_eq!(words.concat(), "Hello, wörld! 3333 你好 \n\t x", "{k:?}");

@@ -5,7 +5,8 @@
 //! for the tokenizer proper. Control and unknown tokens are only recognised with
 //! `parse_special`; user-defined tokens always are (as Hugging Face tokenizers do).
 
-use super::{attr, Vocab};
+use super::attr;
+use super::vocab::Vocab;
 
 /// A piece of the prompt: raw text (byte range of the input) or an already-known token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

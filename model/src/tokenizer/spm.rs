@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use super::symbol::{merge, Symbol};
-use super::Vocab;
+use super::vocab::Vocab;
 
 struct Bigram {
     left: i32,

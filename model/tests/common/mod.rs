@@ -1,27 +1,23 @@
-//! Where the integration tests find their fixtures (`bash tests/fixtures.sh` fetches them).
+//! Where the integration tests find their fixtures (`bash tests/fixtures.sh` fetches them),
+//! and loading a model with a chosen numerics.
 
 // Each test file compiles this module and uses part of it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+#[path = "../../../tests/common/fixtures.rs"]
+mod fixtures;
+#[allow(unused_imports)]
+pub use fixtures::{cache_dir, fixture};
 
-/// The fixture cache: `$POCKET_CACHE` when set and not empty, else `~/.cache/pocket`.
-pub fn cache_dir() -> PathBuf {
-    match std::env::var_os("POCKET_CACHE") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is not set")).join(".cache/pocket")
-        }
-    }
-}
+use std::path::Path;
 
-/// `rel` in the fixture cache; a missing fixture fails the test with how to fetch it.
-pub fn fixture(rel: &str) -> PathBuf {
-    let p = cache_dir().join(rel);
-    assert!(
-        p.exists(),
-        "missing fixture {}: run `bash tests/fixtures.sh` first",
-        p.display()
-    );
-    p
+use pocket_model::{LoadOptions, Model, Numerics};
+
+/// The model at `path`, its arithmetic `numerics`.
+pub fn load_with_numerics(path: &Path, numerics: Numerics) -> Model {
+    let options = LoadOptions {
+        numerics,
+        ..Default::default()
+    };
+    Model::load_with(path, options).unwrap()
 }
