@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 pub mod act;
+pub(crate) mod driver;
 pub mod packed;
 pub mod scalar;
 
