@@ -13,6 +13,7 @@ use crate::bench_format::{parse_test_name, Format};
 use crate::bench_row::BenchRow;
 use crate::llama_bench::{self, BenchArgs, LlamaTools};
 use crate::Result;
+use pocket_model::Placement;
 
 /// A llama-bench test: `pp<n>` (prompt processing), `tg<n>` (generation from an empty
 /// cache) or `pp<p>+tg<g>`.
@@ -107,8 +108,9 @@ pub trait Engine {
 #[derive(Debug, Clone)]
 pub struct LlamaCpp {
     pub tools: LlamaTools,
-    /// Placement flags passed to every run (`--cpu-mask 0x3 --cpu-strict 1 --poll 0`).
-    pub placement: Vec<String>,
+    /// The placement every run gets (`--cpu-mask 0x3 --cpu-strict 1 --poll 0`); `None`:
+    /// llama-bench's defaults.
+    pub placement: Option<Placement>,
 }
 
 impl LlamaCpp {
@@ -116,7 +118,7 @@ impl LlamaCpp {
     pub fn locate() -> Result<LlamaCpp> {
         Ok(LlamaCpp {
             tools: LlamaTools::locate()?,
-            placement: Vec::new(),
+            placement: None,
         })
     }
 }
@@ -137,7 +139,7 @@ impl Engine for LlamaCpp {
             (test.n_prompt, test.n_gen, vec![])
         };
         let mut extra = extra;
-        extra.extend(self.placement.iter().cloned());
+        extra.extend(self.placement.iter().flat_map(crate::placement::flags));
         let args = BenchArgs {
             model: model.to_path_buf(),
             threads,
@@ -172,8 +174,8 @@ impl Engine for LlamaCpp {
 pub struct Pocket {
     /// The `pocket` binary.
     pub exe: std::path::PathBuf,
-    /// Placement flags passed to every run (the same as llama-bench's).
-    pub placement: Vec<String>,
+    /// The placement every run gets (the same as llama-bench's); `None`: the defaults.
+    pub placement: Option<Placement>,
 }
 
 impl Pocket {
@@ -183,7 +185,7 @@ impl Pocket {
             .map_err(|e| format!("cannot find the running pocket binary: {e}"))?;
         Ok(Pocket {
             exe,
-            placement: Vec::new(),
+            placement: None,
         })
     }
 
@@ -229,23 +231,13 @@ impl Engine for Pocket {
             return Err(format!("model {} not found", model.display()).into());
         }
         let mut args = Pocket::args(model, test, threads);
-        args.extend(self.placement.iter().cloned());
+        args.extend(self.placement.iter().flat_map(crate::placement::flags));
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.args(&args);
-        let stats = llama_bench::run_measured(cmd)?;
+        let stats = crate::measure::run_measured(cmd)?;
         if stats.exit_code != Some(0) {
-            let tail: Vec<&str> = stats.stderr.lines().rev().take(15).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(format!(
-                "{} {} failed ({}):\n{}",
-                self.exe.display(),
-                args.join(" "),
-                stats
-                    .exit_code
-                    .map_or("killed by a signal".into(), |c| format!("exit {c}")),
-                tail.join("\n")
-            )
-            .into());
+            let command = format!("{} {}", self.exe.display(), args.join(" "));
+            return Err(format!("{command} failed {}", stats.failure()).into());
         }
         let rows = crate::bench_format::parse(&stats.stdout, Format::Json)?;
         let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| {

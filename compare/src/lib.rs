@@ -6,6 +6,8 @@
 //! receipt and its results directory (`receipt`, `report`), plots (`plots`), trends across
 //! receipts (`history`) and the regression gate (`gate`).
 
+#![forbid(unsafe_code)]
+
 pub mod bandwidth;
 pub mod bench_format;
 pub mod bench_row;
@@ -17,7 +19,9 @@ pub mod gate;
 pub mod history;
 pub mod inspect;
 pub mod llama_bench;
+pub mod measure;
 pub mod parity;
+pub mod placement;
 pub mod plots;
 pub mod pocket_bench;
 pub mod profiling;

@@ -1,13 +1,12 @@
 //! llama.cpp's tools: where they are (the pocket cache), and running `llama-bench` with
-//! the peak RSS and wall time of each process measured from outside (wait4's rusage).
+//! the peak RSS and wall time of each process measured from outside (`crate::measure`).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use crate::bench_format::{self, Format};
 use crate::bench_row::BenchRow;
+pub use crate::measure::{run_measured, ProcessStats};
 use crate::Result;
 
 /// The command that builds llama.cpp's tools into the cache.
@@ -130,13 +129,10 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// llama-bench's command line for these arguments.
     pub fn to_args(&self) -> Vec<String> {
-        let format = match self.format {
-            Format::Md => "md",
-            Format::Csv => "csv",
-            Format::Json => "json",
-            Format::Jsonl => "jsonl",
-            Format::Sql => "sql",
-        };
+        let format = clap::ValueEnum::to_possible_value(&self.format)
+            .expect("every format has a name")
+            .get_name()
+            .to_string();
         let mut args: Vec<String> = vec![
             "-m".into(),
             self.model.display().to_string(),
@@ -156,19 +152,6 @@ impl BenchArgs {
     }
 }
 
-/// A finished child process, measured from outside.
-#[derive(Debug, Clone)]
-pub struct ProcessStats {
-    /// Spawn to reap.
-    pub wall: Duration,
-    /// The child's peak resident set (rusage `ru_maxrss`), in bytes.
-    pub peak_rss_bytes: u64,
-    /// Exit code (`None`: killed by a signal).
-    pub exit_code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
 /// One llama-bench process: its rows and its measurements.
 #[derive(Debug, Clone)]
 pub struct BenchRun {
@@ -185,76 +168,9 @@ pub fn run(tools: &LlamaTools, args: &BenchArgs) -> Result<BenchRun> {
     cmd.args(args.to_args());
     let stats = run_measured(cmd)?;
     if stats.exit_code != Some(0) {
-        let tail: Vec<&str> = stats.stderr.lines().rev().take(15).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "llama-bench {} failed ({}):\n{}",
-            args.to_args().join(" "),
-            stats
-                .exit_code
-                .map_or("killed by a signal".into(), |c| format!("exit {c}")),
-            tail.join("\n")
-        )
-        .into());
+        let command = args.to_args().join(" ");
+        return Err(format!("llama-bench {command} failed {}", stats.failure()).into());
     }
     let rows = bench_format::parse(&stats.stdout, args.format)?;
     Ok(BenchRun { rows, stats })
-}
-
-/// Runs `cmd` to completion with its output captured, and measures its wall time and
-/// peak RSS (reaped with `wait4`, whose rusage is the child's alone). On Linux the child's
-/// `ru_maxrss` is at least the caller's own peak RSS at spawn time (exec records the old
-/// mm's high-water mark), so measure from a small process.
-pub fn run_measured(mut cmd: Command) -> Result<ProcessStats> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
-    let mut err_pipe = child.stderr.take().expect("stderr is piped");
-    let err_reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err_pipe.read_to_end(&mut s);
-        s
-    });
-    let mut out = Vec::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout is piped")
-        .read_to_end(&mut out)?;
-    let (exit_code, peak_rss_bytes) = reap(child.id() as libc::pid_t)?;
-    let wall = start.elapsed();
-    let err = err_reader.join().unwrap_or_default();
-    Ok(ProcessStats {
-        wall,
-        peak_rss_bytes,
-        exit_code,
-        stdout: String::from_utf8_lossy(&out).into_owned(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
-    })
-}
-
-/// Waits for `pid` and returns its exit code and peak RSS in bytes.
-fn reap(pid: libc::pid_t) -> Result<(Option<i32>, u64)> {
-    let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: pid is our own unreaped child; status and usage point to live locals.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(format!("wait4({pid}): {err}").into());
-        }
-    }
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    // Linux reports ru_maxrss in KiB, macOS in bytes.
-    let unit: u64 = if cfg!(target_os = "macos") { 1 } else { 1024 };
-    Ok((code, usage.ru_maxrss.max(0) as u64 * unit))
 }

@@ -51,17 +51,13 @@ pub struct PlacementRecord {
     pub poll: u32,
 }
 
-impl PlacementRecord {
-    /// The command-line flags of this placement (the same for llama-bench and pocket bench).
-    pub fn args(&self) -> Vec<String> {
-        vec![
-            "--cpu-mask".into(),
-            self.cpu_mask.clone(),
-            "--cpu-strict".into(),
-            u8::from(self.cpu_strict).to_string(),
-            "--poll".into(),
-            self.poll.to_string(),
-        ]
+impl From<&pocket_model::Placement> for PlacementRecord {
+    fn from(p: &pocket_model::Placement) -> PlacementRecord {
+        PlacementRecord {
+            cpu_mask: crate::placement::CpuMask::from(p.cpu_mask).to_string(),
+            cpu_strict: p.strict,
+            poll: p.poll,
+        }
     }
 }
 
