@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench_format::{parse_test_name, Format};
 use crate::bench_row::BenchRow;
-use crate::llama_bench::{self, BenchArgs, LlamaTools};
+use crate::llama_bench::{self, BenchArgs, LlamaTools, ToolError};
 use crate::Result;
 use pocket_model::Placement;
 
@@ -62,21 +62,26 @@ impl From<Test> for String {
 }
 
 impl TryFrom<String> for Test {
-    type Error = String;
-    fn try_from(s: String) -> std::result::Result<Test, String> {
+    type Error = BadTest;
+    fn try_from(s: String) -> std::result::Result<Test, BadTest> {
         s.parse()
     }
 }
 
+/// A test name that is not `pp<n>`, `tg<n>` or `pp<p>+tg<g>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad test `{0}` (pp<n>, tg<n> or pp<p>+tg<g>)")]
+pub struct BadTest(String);
+
 impl FromStr for Test {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Test, String> {
+    type Err = BadTest;
+    fn from_str(s: &str) -> std::result::Result<Test, BadTest> {
         match parse_test_name(s) {
             Some((p, g, 0)) if p >= 0 && g >= 0 && p + g > 0 => Ok(Test {
                 n_prompt: p as u32,
                 n_gen: g as u32,
             }),
-            _ => Err(format!("bad test `{s}` (pp<n>, tg<n> or pp<p>+tg<g>)")),
+            _ => Err(BadTest(s.to_string())),
         }
     }
 }
@@ -150,11 +155,9 @@ impl Engine for LlamaCpp {
             extra,
         };
         let run = llama_bench::run(&self.tools, &args)?;
-        let [row] = <[BenchRow; 1]>::try_from(run.rows).map_err(|rows| {
-            format!(
-                "llama-bench printed {} rows for one test, expected 1",
-                rows.len()
-            )
+        let [row] = <[BenchRow; 1]>::try_from(run.rows).map_err(|rows| ToolError::RowCount {
+            tool: "llama-bench",
+            rows: rows.len(),
         })?;
         let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
         let wall_ms = run.stats.wall.as_secs_f64() * 1e3;
@@ -181,8 +184,7 @@ pub struct Pocket {
 impl Pocket {
     /// The running `pocket` binary.
     pub fn current() -> Result<Pocket> {
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find the running pocket binary: {e}"))?;
+        let exe = std::env::current_exe().map_err(ToolError::NoPocketBinary)?;
         Ok(Pocket {
             exe,
             placement: None,
@@ -228,7 +230,7 @@ impl Engine for Pocket {
 
     fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
         if !model.is_file() {
-            return Err(format!("model {} not found", model.display()).into());
+            return Err(crate::Error::ModelNotFound(model.to_path_buf()));
         }
         let mut args = Pocket::args(model, test, threads);
         args.extend(self.placement.iter().flat_map(crate::placement::flags));
@@ -237,14 +239,13 @@ impl Engine for Pocket {
         let stats = crate::measure::run_measured(cmd)?;
         if stats.exit_code != Some(0) {
             let command = format!("{} {}", self.exe.display(), args.join(" "));
-            return Err(format!("{command} failed {}", stats.failure()).into());
+            let failure = stats.failure();
+            return Err(ToolError::Failed { command, failure }.into());
         }
         let rows = crate::bench_format::parse(&stats.stdout, Format::Json)?;
-        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| {
-            format!(
-                "pocket bench printed {} rows for one test, expected 1",
-                rows.len()
-            )
+        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| ToolError::RowCount {
+            tool: "pocket bench",
+            rows: rows.len(),
         })?;
         let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
         let wall_ms = stats.wall.as_secs_f64() * 1e3;

@@ -15,6 +15,7 @@ pub mod breakdown;
 pub mod cli;
 pub mod comparator;
 pub mod engine;
+pub mod error;
 pub mod gate;
 pub mod history;
 pub mod inspect;
@@ -29,7 +30,4 @@ pub mod receipt;
 pub mod report;
 pub mod sysinfo;
 
-/// The comparator's error: a message for the user.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
-/// The comparator's result.
-pub type Result<T> = std::result::Result<T, Error>;
+pub use error::{Error, Result};

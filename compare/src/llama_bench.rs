@@ -38,12 +38,12 @@ pub struct LlamaTools {
 
 impl LlamaTools {
     /// The builds in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is not there.
-    pub fn locate() -> Result<LlamaTools> {
+    pub fn locate() -> Result<LlamaTools, ToolError> {
         LlamaTools::in_cache(&cache_dir())
     }
 
     /// The builds in `cache`.
-    pub fn in_cache(cache: &Path) -> Result<LlamaTools> {
+    pub fn in_cache(cache: &Path) -> Result<LlamaTools, ToolError> {
         let tools = LlamaTools {
             native_dir: cache.join("llama.cpp-native"),
             reference_dir: cache.join("llama.cpp-build"),
@@ -54,12 +54,12 @@ impl LlamaTools {
     }
 
     /// A tool of the native build (`llama-bench`, `llama-perplexity`), checked to exist.
-    pub fn tool(&self, name: &str) -> Result<PathBuf> {
+    pub fn tool(&self, name: &str) -> Result<PathBuf, ToolError> {
         find_tool(&self.native_dir, name, "native")
     }
 
     /// A tool of the reference build (`llama-completion`, `dump_logits`, ...).
-    pub fn reference_tool(&self, name: &str) -> Result<PathBuf> {
+    pub fn reference_tool(&self, name: &str) -> Result<PathBuf, ToolError> {
         find_tool(&self.reference_dir, name, "reference")
     }
 
@@ -96,17 +96,43 @@ fn read_line(path: &Path) -> Option<String> {
     (!line.is_empty()).then_some(line)
 }
 
-fn find_tool(dir: &Path, name: &str, which: &str) -> Result<PathBuf> {
+/// A llama.cpp tool (or pocket run as one) that is missing or did not do its job.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error(
+        "llama.cpp's {name} ({which} build) not found at {}: build it with `{PROVISION}` \
+         (POCKET_CACHE selects the cache directory)",
+        path.display()
+    )]
+    NotFound {
+        name: String,
+        which: &'static str,
+        path: PathBuf,
+    },
+    #[error("cannot run {tool}: {source}")]
+    Spawn {
+        tool: String,
+        source: std::io::Error,
+    },
+    /// `command` exited non-zero; `failure` is the exit status and its stderr's tail.
+    #[error("{command} failed {failure}")]
+    Failed { command: String, failure: String },
+    #[error("{tool} printed {rows} rows for one test, expected 1")]
+    RowCount { tool: &'static str, rows: usize },
+    #[error("cannot find the running pocket binary: {0}")]
+    NoPocketBinary(std::io::Error),
+}
+
+fn find_tool(dir: &Path, name: &str, which: &'static str) -> Result<PathBuf, ToolError> {
     let path = dir.join("bin").join(name);
     if path.is_file() {
         Ok(path)
     } else {
-        Err(format!(
-            "llama.cpp's {name} ({which} build) not found at {}: build it with `{PROVISION}` \
-             (POCKET_CACHE selects the cache directory)",
-            path.display()
-        )
-        .into())
+        Err(ToolError::NotFound {
+            name: name.to_string(),
+            which,
+            path,
+        })
     }
 }
 
@@ -162,14 +188,15 @@ pub struct BenchRun {
 /// Runs one llama-bench process and parses what it prints.
 pub fn run(tools: &LlamaTools, args: &BenchArgs) -> Result<BenchRun> {
     if !args.model.is_file() {
-        return Err(format!("model {} not found", args.model.display()).into());
+        return Err(crate::Error::ModelNotFound(args.model.clone()));
     }
     let mut cmd = Command::new(tools.tool("llama-bench")?);
     cmd.args(args.to_args());
     let stats = run_measured(cmd)?;
     if stats.exit_code != Some(0) {
-        let command = args.to_args().join(" ");
-        return Err(format!("llama-bench {command} failed {}", stats.failure()).into());
+        let command = format!("llama-bench {}", args.to_args().join(" "));
+        let failure = stats.failure();
+        return Err(ToolError::Failed { command, failure }.into());
     }
     let rows = bench_format::parse(&stats.stdout, args.format)?;
     Ok(BenchRun { rows, stats })

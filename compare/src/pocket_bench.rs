@@ -171,11 +171,14 @@ pub struct Loaded {
 /// Maps and loads `path`.
 pub fn load(path: &Path) -> Result<Loaded> {
     if !path.is_file() {
-        return Err(format!("model {} not found", path.display()).into());
+        return Err(crate::Error::ModelNotFound(path.to_path_buf()));
     }
     let t0 = Instant::now();
-    let model = Model::load_with(path, LoadOptions::default())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let model =
+        Model::load_with(path, LoadOptions::default()).map_err(|source| crate::Error::Load {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let info = ModelInfo::of(model.gguf(), &model.config);
     Ok(Loaded {
@@ -236,7 +239,7 @@ pub fn bench_test_with(
     o: &BenchOptions,
 ) -> Result<BenchRow> {
     if reps == 0 {
-        return Err("-r must be at least 1".into());
+        return Err(crate::Error::NoRepetitions);
     }
     let (n_prompt, n_gen) = (test.n_prompt as usize, test.n_gen as usize);
     let n_vocab = m.model.config.n_vocab;

@@ -86,7 +86,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let threads = args.threads();
     for m in &args.model {
         if !m.is_file() {
-            return Err(CliError::ModelNotFound(m.clone()).into());
+            return Err(crate::Error::ModelNotFound(m.clone()));
         }
     }
     let mut rows = Vec::new();

@@ -7,10 +7,10 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::compare_cmd::CompareArgs;
-use super::{CliError, CliResult};
+use super::CliResult;
 use crate::comparator::{self, Plan};
 use crate::engine::{LlamaCpp, Pocket};
-use crate::llama_bench::cache_dir;
+use crate::llama_bench::{cache_dir, ToolError};
 use crate::pocket_bench::default_threads;
 use crate::receipt::{Derived, PlacementRecord};
 use crate::{parity, report};
@@ -56,9 +56,16 @@ fn default_models(pocket: &Pocket) -> crate::Result<Vec<PathBuf>> {
                 .args(["synth", "--preset", "mnn-pocket-0.3b", "--type", ty, "-o"])
                 .arg(&p)
                 .status()
-                .map_err(|e| format!("cannot run pocket synth: {e}"))?;
+                .map_err(|source| ToolError::Spawn {
+                    tool: "pocket synth".into(),
+                    source,
+                })?;
             if !status.success() {
-                return Err(format!("pocket synth for {} failed ({status})", p.display()).into());
+                return Err(ToolError::Failed {
+                    command: format!("pocket synth for {}", p.display()),
+                    failure: format!("({status})"),
+                }
+                .into());
             }
         }
         models.push(p);
@@ -88,7 +95,7 @@ pub fn run(args: &CompareArgs) -> CliResult {
     } else {
         for m in &args.model {
             if !m.is_file() {
-                return Err(CliError::ModelNotFound(m.clone()).into());
+                return Err(crate::Error::ModelNotFound(m.clone()));
             }
         }
         args.model.clone()

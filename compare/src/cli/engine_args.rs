@@ -137,7 +137,8 @@ pub struct PlacementArgs {
     pub cpu_mask: Option<CpuMask>,
     /// 1: each thread pinned to its own CPU of the mask, in order (llama-bench's
     /// --cpu-strict); 0: threads float over the mask.
-    #[arg(long = "cpu-strict", value_name = "0|1", default_value = "0", value_parser = parse_01)]
+    #[arg(long = "cpu-strict", value_name = "0|1", default_value = "0", action = clap::ArgAction::Set,
+        value_parser = parse_01)]
     pub cpu_strict: bool,
     /// How long idle pool threads spin before parking, 0..100 (llama-bench's --poll):
     /// 0 parks at once, 50 spins 2^15 rounds, 100 twice as long.
@@ -157,12 +158,25 @@ impl PlacementArgs {
     }
 }
 
+/// A flag value clap's own parsers do not check (shown after clap's `invalid value`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadValue {
+    #[error("`{0}` is not a non-negative integer")]
+    NotCount(String),
+    #[error("values must be at least 1")]
+    Zero,
+    #[error("-pg takes two numbers, `pp,tg` (got `{0}`)")]
+    Pg(String),
+    #[error("expected 0 or 1")]
+    NotBool,
+}
+
 /// llama.cpp's `0|1` booleans.
-fn parse_01(s: &str) -> Result<bool, String> {
+fn parse_01(s: &str) -> Result<bool, BadValue> {
     match s {
         "0" => Ok(false),
         "1" => Ok(true),
-        _ => Err("expected 0 or 1".into()),
+        _ => Err(BadValue::NotBool),
     }
 }
 
@@ -197,29 +211,29 @@ impl TestLists {
 }
 
 /// A list element that may be 0.
-pub fn count(s: &str) -> Result<u32, String> {
+pub fn count(s: &str) -> Result<u32, BadValue> {
     s.trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a non-negative integer"))
+        .map_err(|_| BadValue::NotCount(s.to_string()))
 }
 
 /// A count of at least 1 (threads, repetitions).
-pub fn positive(s: &str) -> Result<u32, String> {
+pub fn positive(s: &str) -> Result<u32, BadValue> {
     match count(s)? {
-        0 => Err("values must be at least 1".into()),
+        0 => Err(BadValue::Zero),
         v => Ok(v),
     }
 }
 
 /// `-pg P,G`: a combined prompt + generation test.
-pub fn parse_pg(s: &str) -> Result<Test, String> {
+pub fn parse_pg(s: &str) -> Result<Test, BadValue> {
     let v: Vec<u32> = s.split(',').map(positive).collect::<Result<_, _>>()?;
     match v[..] {
         [p, g] => Ok(Test {
             n_prompt: p,
             n_gen: g,
         }),
-        _ => Err(format!("-pg takes two numbers, `pp,tg` (got `{s}`)")),
+        _ => Err(BadValue::Pg(s.to_string())),
     }
 }
 
@@ -267,6 +281,8 @@ mod tests {
         ] {
             assert!(T::try_parse_from(bad).is_err(), "{bad:?}");
         }
+        let strict = T::try_parse_from(["t", "--cpu-strict", "1", "--poll", "0"]).unwrap();
+        assert!(strict.placement.placement().strict && strict.placement.poll == 0);
         let none = T::try_parse_from(["t", "-p", "0", "-n", "0"]).unwrap();
         assert!(matches!(none.lists.tests(&[]), Err(CliError::NoTests)));
     }

@@ -79,8 +79,6 @@ pub type CliResult = Result<(), crate::Error>;
 /// What a command refuses before it starts: values clap cannot check alone.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("model {} not found", .0.display())]
-    ModelNotFound(std::path::PathBuf),
     #[error("no tests: every -p, -n and -pg value is 0")]
     NoTests,
     #[error("--profile takes one model (one profile file per run)")]
@@ -103,6 +101,13 @@ pub enum CliError {
     Regressions {
         count: usize,
         baseline: std::path::PathBuf,
+    },
+    #[error("--q4-1-group must be 32 or 64, not {0}")]
+    Q4_1Group(u32),
+    #[error("cannot read the base vocabulary {}: {source} (fetch it with bash compare/provision-llama.sh, or pass --vocab-from)", path.display())]
+    BaseVocab {
+        path: std::path::PathBuf,
+        source: pocket_model::gguf::GgufError,
     },
     #[error("cannot {action} {}: {source}", path.display())]
     File {
