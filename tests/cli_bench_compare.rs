@@ -93,22 +93,33 @@ fn assert_clear_error(args: &[&str], needle: &str) {
 #[test]
 fn bad_flags_are_clear_errors() {
     let m = smollm2();
-    assert_clear_error(&["bench", "-m", &m, "-o", "xml"], "unknown format `xml`");
+    assert_clear_error(
+        &["bench", "-m", &m, "-o", "xml"],
+        "invalid value 'xml' for '--output",
+    );
     assert_clear_error(
         &["bench", "-m", &m, "-p", "1,a"],
         "`a` is not a non-negative integer",
     );
-    assert_clear_error(&["bench", "-m", &m, "-r", "0"], "-r must be at least 1");
+    assert_clear_error(
+        &["bench", "-m", &m, "-r", "0"],
+        "'--repetitions <REPS>': values must be at least 1",
+    );
     assert_clear_error(
         &["bench", "-m", &m, "-t", "0"],
-        "-t: values must be at least 1",
+        "'--threads <THREADS>': values must be at least 1",
     );
+    assert_clear_error(&["bench", "-m", &m, "--cpu-strict", "2"], "expected 0 or 1");
+    assert_clear_error(&["bench", "-m", &m, "-C", "0xzz"], "bad CPU mask");
     assert_clear_error(&["bench", "-m", &m, "-pg", "5"], "-pg takes two numbers");
     assert_clear_error(&["bench", "-m", &m, "-p", "0", "-n", "0"], "no tests");
     assert_clear_error(&["bench", "-m", "/nonexistent.gguf"], "not found");
     assert_clear_error(&["bench", "-p", "1"], "--model");
     assert_clear_error(&["compare", "-m", "/nonexistent.gguf"], "not found");
-    assert_clear_error(&["compare", "-m", &m, "-r", "0"], "-r must be at least 1");
+    assert_clear_error(
+        &["compare", "-m", &m, "-r", "0"],
+        "'--repetitions <REPS>': values must be at least 1",
+    );
     assert_clear_error(
         &["compare", "-m", &m, "--report", "x.json"],
         "cannot be used with",

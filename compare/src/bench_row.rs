@@ -221,51 +221,22 @@ impl BenchRow {
     /// The row's values as llama-bench's `test::get_values()` spells them: integers in
     /// decimal, bools as `0`/`1`, floats as C's `%f`.
     pub fn values(&self) -> Vec<String> {
-        let b = |v: bool| if v { "1" } else { "0" }.to_string();
-        vec![
-            self.build_commit.clone(),
-            self.build_number.to_string(),
-            self.cpu_info.clone(),
-            self.gpu_info.clone(),
-            self.backends.clone(),
-            self.model_filename.clone(),
-            self.model_type.clone(),
-            self.model_size.to_string(),
-            self.model_n_params.to_string(),
-            self.n_batch.to_string(),
-            self.n_ubatch.to_string(),
-            self.n_threads.to_string(),
-            self.cpu_mask.clone(),
-            b(self.cpu_strict),
-            self.poll.to_string(),
-            self.type_k.clone(),
-            self.type_v.clone(),
-            self.n_gpu_layers.to_string(),
-            self.n_cpu_moe.to_string(),
-            self.split_mode.clone(),
-            self.main_gpu.to_string(),
-            b(self.no_kv_offload),
-            self.flash_attn.to_string(),
-            self.devices.clone(),
-            self.tensor_split.clone(),
-            self.tensor_buft_overrides.clone(),
-            self.load_mode.clone(),
-            self.lazy_mode.clone(),
-            b(self.embeddings),
-            self.no_op_offload.to_string(),
-            b(self.no_host),
-            b(self.repack),
-            self.fit_target.to_string(),
-            self.fit_min_ctx.to_string(),
-            self.n_prompt.to_string(),
-            self.n_gen.to_string(),
-            self.n_depth.to_string(),
-            self.test_time.clone(),
-            self.avg_ns.to_string(),
-            self.stddev_ns.to_string(),
-            format!("{:.6}", self.avg_ts),
-            format!("{:.6}", self.stddev_ts),
-        ]
+        let Ok(serde_json::Value::Object(row)) = serde_json::to_value(self) else {
+            unreachable!("a struct serializes to an object")
+        };
+        FIELDS
+            .iter()
+            .map(|&field| {
+                let v = &row[field];
+                match field_type(field) {
+                    FieldType::String => v.as_str().unwrap_or_default().to_string(),
+                    FieldType::Bool => if v == &true { "1" } else { "0" }.to_string(),
+                    FieldType::Int => v.to_string(),
+                    // serde writes a non-finite float as null.
+                    FieldType::Float => v.as_f64().map_or("nan".into(), |x| format!("{x:.6}")),
+                }
+            })
+            .collect()
     }
 
     /// The join properties ([`KEY_PROPERTIES`]) on which `self` and `other` differ: empty

@@ -27,7 +27,7 @@ pub fn run(
     mut progress: impl FnMut(&str),
 ) -> Result<Receipt> {
     if plan.reps == 0 {
-        return Err("a plan needs at least one repetition".into());
+        return Err(crate::Error::NoRepetitions);
     }
     let mut receipt = receipt;
     let bandwidth = receipt.machine.bandwidth.clone();
@@ -43,7 +43,10 @@ pub fn run(
                 for rep in 1..=plan.reps {
                     for (engine, into) in [(pocket, &mut ours), (llama_cpp, &mut theirs)] {
                         let s = engine.bench(model, test, threads).map_err(|e| {
-                            format!("{} on {name} {test} t{threads}: {e}", engine.name())
+                            crate::Error::Engine {
+                                run: format!("{} on {name} {test} t{threads}", engine.name()),
+                                source: Box::new(e),
+                            }
                         })?;
                         progress(&format!(
                             "{name} {test} t{threads} rep {rep}/{}: {} {:.2} t/s, peak RSS {:.1} MiB",

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench_format::{parse_test_name, Format};
 use crate::bench_row::BenchRow;
-use crate::llama_bench::{self, BenchArgs, LlamaTools};
+use crate::llama_bench::{self, BenchArgs, LlamaTools, ToolError};
 use crate::Result;
+use pocket_model::Placement;
 
 /// A llama-bench test: `pp<n>` (prompt processing), `tg<n>` (generation from an empty
 /// cache) or `pp<p>+tg<g>`.
@@ -61,21 +62,26 @@ impl From<Test> for String {
 }
 
 impl TryFrom<String> for Test {
-    type Error = String;
-    fn try_from(s: String) -> std::result::Result<Test, String> {
+    type Error = BadTest;
+    fn try_from(s: String) -> std::result::Result<Test, BadTest> {
         s.parse()
     }
 }
 
+/// A test name that is not `pp<n>`, `tg<n>` or `pp<p>+tg<g>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad test `{0}` (pp<n>, tg<n> or pp<p>+tg<g>)")]
+pub struct BadTest(String);
+
 impl FromStr for Test {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Test, String> {
+    type Err = BadTest;
+    fn from_str(s: &str) -> std::result::Result<Test, BadTest> {
         match parse_test_name(s) {
             Some((p, g, 0)) if p >= 0 && g >= 0 && p + g > 0 => Ok(Test {
                 n_prompt: p as u32,
                 n_gen: g as u32,
             }),
-            _ => Err(format!("bad test `{s}` (pp<n>, tg<n> or pp<p>+tg<g>)")),
+            _ => Err(BadTest(s.to_string())),
         }
     }
 }
@@ -107,8 +113,9 @@ pub trait Engine {
 #[derive(Debug, Clone)]
 pub struct LlamaCpp {
     pub tools: LlamaTools,
-    /// Placement flags passed to every run (`--cpu-mask 0x3 --cpu-strict 1 --poll 0`).
-    pub placement: Vec<String>,
+    /// The placement every run gets (`--cpu-mask 0x3 --cpu-strict 1 --poll 0`); `None`:
+    /// llama-bench's defaults.
+    pub placement: Option<Placement>,
 }
 
 impl LlamaCpp {
@@ -116,7 +123,7 @@ impl LlamaCpp {
     pub fn locate() -> Result<LlamaCpp> {
         Ok(LlamaCpp {
             tools: LlamaTools::locate()?,
-            placement: Vec::new(),
+            placement: None,
         })
     }
 }
@@ -137,7 +144,7 @@ impl Engine for LlamaCpp {
             (test.n_prompt, test.n_gen, vec![])
         };
         let mut extra = extra;
-        extra.extend(self.placement.iter().cloned());
+        extra.extend(self.placement.iter().flat_map(crate::placement::flags));
         let args = BenchArgs {
             model: model.to_path_buf(),
             threads,
@@ -148,11 +155,9 @@ impl Engine for LlamaCpp {
             extra,
         };
         let run = llama_bench::run(&self.tools, &args)?;
-        let [row] = <[BenchRow; 1]>::try_from(run.rows).map_err(|rows| {
-            format!(
-                "llama-bench printed {} rows for one test, expected 1",
-                rows.len()
-            )
+        let [row] = <[BenchRow; 1]>::try_from(run.rows).map_err(|rows| ToolError::RowCount {
+            tool: "llama-bench",
+            rows: rows.len(),
         })?;
         let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
         let wall_ms = run.stats.wall.as_secs_f64() * 1e3;
@@ -172,18 +177,17 @@ impl Engine for LlamaCpp {
 pub struct Pocket {
     /// The `pocket` binary.
     pub exe: std::path::PathBuf,
-    /// Placement flags passed to every run (the same as llama-bench's).
-    pub placement: Vec<String>,
+    /// The placement every run gets (the same as llama-bench's); `None`: the defaults.
+    pub placement: Option<Placement>,
 }
 
 impl Pocket {
     /// The running `pocket` binary.
     pub fn current() -> Result<Pocket> {
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find the running pocket binary: {e}"))?;
+        let exe = std::env::current_exe().map_err(ToolError::NoPocketBinary)?;
         Ok(Pocket {
             exe,
-            placement: Vec::new(),
+            placement: None,
         })
     }
 
@@ -226,33 +230,22 @@ impl Engine for Pocket {
 
     fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
         if !model.is_file() {
-            return Err(format!("model {} not found", model.display()).into());
+            return Err(crate::Error::ModelNotFound(model.to_path_buf()));
         }
         let mut args = Pocket::args(model, test, threads);
-        args.extend(self.placement.iter().cloned());
+        args.extend(self.placement.iter().flat_map(crate::placement::flags));
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.args(&args);
-        let stats = llama_bench::run_measured(cmd)?;
+        let stats = crate::measure::run_measured(cmd)?;
         if stats.exit_code != Some(0) {
-            let tail: Vec<&str> = stats.stderr.lines().rev().take(15).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(format!(
-                "{} {} failed ({}):\n{}",
-                self.exe.display(),
-                args.join(" "),
-                stats
-                    .exit_code
-                    .map_or("killed by a signal".into(), |c| format!("exit {c}")),
-                tail.join("\n")
-            )
-            .into());
+            let command = format!("{} {}", self.exe.display(), args.join(" "));
+            let failure = stats.failure();
+            return Err(ToolError::Failed { command, failure }.into());
         }
         let rows = crate::bench_format::parse(&stats.stdout, Format::Json)?;
-        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| {
-            format!(
-                "pocket bench printed {} rows for one test, expected 1",
-                rows.len()
-            )
+        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| ToolError::RowCount {
+            tool: "pocket bench",
+            rows: rows.len(),
         })?;
         let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
         let wall_ms = stats.wall.as_secs_f64() * 1e3;

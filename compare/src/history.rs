@@ -25,7 +25,7 @@ pub fn find_receipts(dir: &Path) -> Result<Vec<PathBuf>> {
         Ok(())
     }
     let mut out = Vec::new();
-    walk(dir, 3, &mut out).map_err(|e| format!("{}: {e}", dir.display()))?;
+    walk(dir, 3, &mut out).map_err(crate::Error::file(dir))?;
     out.sort();
     Ok(out)
 }
@@ -50,8 +50,10 @@ fn key_label((model, test, threads): &Key) -> String {
     format!("{} {test} t{threads}", crate::plots::short(model))
 }
 
-fn plot_err<E: std::fmt::Debug>(e: E) -> crate::Error {
-    format!("plot: {e:?}").into()
+use crate::Error;
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> Error {
+    Error::plot(e)
 }
 
 const PALETTE: [RGBColor; 6] = [

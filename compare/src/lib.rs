@@ -6,6 +6,8 @@
 //! receipt and its results directory (`receipt`, `report`), plots (`plots`), trends across
 //! receipts (`history`) and the regression gate (`gate`).
 
+#![forbid(unsafe_code)]
+
 pub mod bandwidth;
 pub mod bench_format;
 pub mod bench_row;
@@ -13,11 +15,14 @@ pub mod breakdown;
 pub mod cli;
 pub mod comparator;
 pub mod engine;
+pub mod error;
 pub mod gate;
 pub mod history;
 pub mod inspect;
 pub mod llama_bench;
+pub mod measure;
 pub mod parity;
+pub mod placement;
 pub mod plots;
 pub mod pocket_bench;
 pub mod profiling;
@@ -25,7 +30,4 @@ pub mod receipt;
 pub mod report;
 pub mod sysinfo;
 
-/// The comparator's error: a message for the user.
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
-/// The comparator's result.
-pub type Result<T> = std::result::Result<T, Error>;
+pub use error::{Error, Result};

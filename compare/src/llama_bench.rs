@@ -1,13 +1,12 @@
 //! llama.cpp's tools: where they are (the pocket cache), and running `llama-bench` with
-//! the peak RSS and wall time of each process measured from outside (wait4's rusage).
+//! the peak RSS and wall time of each process measured from outside (`crate::measure`).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use crate::bench_format::{self, Format};
 use crate::bench_row::BenchRow;
+pub use crate::measure::{run_measured, ProcessStats};
 use crate::Result;
 
 /// The command that builds llama.cpp's tools into the cache.
@@ -39,12 +38,12 @@ pub struct LlamaTools {
 
 impl LlamaTools {
     /// The builds in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is not there.
-    pub fn locate() -> Result<LlamaTools> {
+    pub fn locate() -> Result<LlamaTools, ToolError> {
         LlamaTools::in_cache(&cache_dir())
     }
 
     /// The builds in `cache`.
-    pub fn in_cache(cache: &Path) -> Result<LlamaTools> {
+    pub fn in_cache(cache: &Path) -> Result<LlamaTools, ToolError> {
         let tools = LlamaTools {
             native_dir: cache.join("llama.cpp-native"),
             reference_dir: cache.join("llama.cpp-build"),
@@ -55,12 +54,12 @@ impl LlamaTools {
     }
 
     /// A tool of the native build (`llama-bench`, `llama-perplexity`), checked to exist.
-    pub fn tool(&self, name: &str) -> Result<PathBuf> {
+    pub fn tool(&self, name: &str) -> Result<PathBuf, ToolError> {
         find_tool(&self.native_dir, name, "native")
     }
 
     /// A tool of the reference build (`llama-completion`, `dump_logits`, ...).
-    pub fn reference_tool(&self, name: &str) -> Result<PathBuf> {
+    pub fn reference_tool(&self, name: &str) -> Result<PathBuf, ToolError> {
         find_tool(&self.reference_dir, name, "reference")
     }
 
@@ -97,17 +96,43 @@ fn read_line(path: &Path) -> Option<String> {
     (!line.is_empty()).then_some(line)
 }
 
-fn find_tool(dir: &Path, name: &str, which: &str) -> Result<PathBuf> {
+/// A llama.cpp tool (or pocket run as one) that is missing or did not do its job.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error(
+        "llama.cpp's {name} ({which} build) not found at {}: build it with `{PROVISION}` \
+         (POCKET_CACHE selects the cache directory)",
+        path.display()
+    )]
+    NotFound {
+        name: String,
+        which: &'static str,
+        path: PathBuf,
+    },
+    #[error("cannot run {tool}: {source}")]
+    Spawn {
+        tool: String,
+        source: std::io::Error,
+    },
+    /// `command` exited non-zero; `failure` is the exit status and its stderr's tail.
+    #[error("{command} failed {failure}")]
+    Failed { command: String, failure: String },
+    #[error("{tool} printed {rows} rows for one test, expected 1")]
+    RowCount { tool: &'static str, rows: usize },
+    #[error("cannot find the running pocket binary: {0}")]
+    NoPocketBinary(std::io::Error),
+}
+
+fn find_tool(dir: &Path, name: &str, which: &'static str) -> Result<PathBuf, ToolError> {
     let path = dir.join("bin").join(name);
     if path.is_file() {
         Ok(path)
     } else {
-        Err(format!(
-            "llama.cpp's {name} ({which} build) not found at {}: build it with `{PROVISION}` \
-             (POCKET_CACHE selects the cache directory)",
-            path.display()
-        )
-        .into())
+        Err(ToolError::NotFound {
+            name: name.to_string(),
+            which,
+            path,
+        })
     }
 }
 
@@ -130,13 +155,10 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// llama-bench's command line for these arguments.
     pub fn to_args(&self) -> Vec<String> {
-        let format = match self.format {
-            Format::Md => "md",
-            Format::Csv => "csv",
-            Format::Json => "json",
-            Format::Jsonl => "jsonl",
-            Format::Sql => "sql",
-        };
+        let format = clap::ValueEnum::to_possible_value(&self.format)
+            .expect("every format has a name")
+            .get_name()
+            .to_string();
         let mut args: Vec<String> = vec![
             "-m".into(),
             self.model.display().to_string(),
@@ -156,19 +178,6 @@ impl BenchArgs {
     }
 }
 
-/// A finished child process, measured from outside.
-#[derive(Debug, Clone)]
-pub struct ProcessStats {
-    /// Spawn to reap.
-    pub wall: Duration,
-    /// The child's peak resident set (rusage `ru_maxrss`), in bytes.
-    pub peak_rss_bytes: u64,
-    /// Exit code (`None`: killed by a signal).
-    pub exit_code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
 /// One llama-bench process: its rows and its measurements.
 #[derive(Debug, Clone)]
 pub struct BenchRun {
@@ -179,82 +188,16 @@ pub struct BenchRun {
 /// Runs one llama-bench process and parses what it prints.
 pub fn run(tools: &LlamaTools, args: &BenchArgs) -> Result<BenchRun> {
     if !args.model.is_file() {
-        return Err(format!("model {} not found", args.model.display()).into());
+        return Err(crate::Error::ModelNotFound(args.model.clone()));
     }
     let mut cmd = Command::new(tools.tool("llama-bench")?);
     cmd.args(args.to_args());
     let stats = run_measured(cmd)?;
     if stats.exit_code != Some(0) {
-        let tail: Vec<&str> = stats.stderr.lines().rev().take(15).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "llama-bench {} failed ({}):\n{}",
-            args.to_args().join(" "),
-            stats
-                .exit_code
-                .map_or("killed by a signal".into(), |c| format!("exit {c}")),
-            tail.join("\n")
-        )
-        .into());
+        let command = format!("llama-bench {}", args.to_args().join(" "));
+        let failure = stats.failure();
+        return Err(ToolError::Failed { command, failure }.into());
     }
     let rows = bench_format::parse(&stats.stdout, args.format)?;
     Ok(BenchRun { rows, stats })
-}
-
-/// Runs `cmd` to completion with its output captured, and measures its wall time and
-/// peak RSS (reaped with `wait4`, whose rusage is the child's alone). On Linux the child's
-/// `ru_maxrss` is at least the caller's own peak RSS at spawn time (exec records the old
-/// mm's high-water mark), so measure from a small process.
-pub fn run_measured(mut cmd: Command) -> Result<ProcessStats> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
-    let mut err_pipe = child.stderr.take().expect("stderr is piped");
-    let err_reader = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err_pipe.read_to_end(&mut s);
-        s
-    });
-    let mut out = Vec::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout is piped")
-        .read_to_end(&mut out)?;
-    let (exit_code, peak_rss_bytes) = reap(child.id() as libc::pid_t)?;
-    let wall = start.elapsed();
-    let err = err_reader.join().unwrap_or_default();
-    Ok(ProcessStats {
-        wall,
-        peak_rss_bytes,
-        exit_code,
-        stdout: String::from_utf8_lossy(&out).into_owned(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
-    })
-}
-
-/// Waits for `pid` and returns its exit code and peak RSS in bytes.
-fn reap(pid: libc::pid_t) -> Result<(Option<i32>, u64)> {
-    let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: pid is our own unreaped child; status and usage point to live locals.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            break;
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(format!("wait4({pid}): {err}").into());
-        }
-    }
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    // Linux reports ru_maxrss in KiB, macOS in bytes.
-    let unit: u64 = if cfg!(target_os = "macos") { 1 } else { 1024 };
-    Ok((code, usage.ru_maxrss.max(0) as u64 * unit))
 }

@@ -31,6 +31,32 @@ use crate::llama_bench::LlamaTools;
 use crate::receipt::{KldParity, Parity};
 use crate::Result;
 
+/// A llama.cpp tool run for parity that did not give its figure.
+#[derive(Debug, thiserror::Error)]
+pub enum ParityError {
+    #[error("cannot run {what}: {source}")]
+    Run {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// `what` exited non-zero; `tail` is the end of its stderr.
+    #[error("{what} failed ({status}): {tail}")]
+    Failed {
+        what: &'static str,
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+    #[error("no `Final estimate: PPL = ` in llama-perplexity's output")]
+    NoEstimate,
+    #[error("no KL-divergence statistics in llama-perplexity's output")]
+    NoKld,
+    /// `LogitDump::read`'s message (pocket-model reports it as text).
+    #[error("dump_logits output: {0}")]
+    Dump(String),
+    #[error("llama-completion's output does not start with the prompt: {0:?}")]
+    NoPrompt(String),
+}
+
 /// The perplexity text.
 pub const PPL_TEXT: &str = include_str!("../../tests/data/ppl_text.txt");
 pub const PPL_CTX: usize = 128;
@@ -191,21 +217,20 @@ pub fn pocket_greedy(model: &Model, prompt: &str, threads: u32) -> Result<Vec<u3
     Ok(out)
 }
 
-fn output_of(cmd: &mut Command, what: &str) -> Result<(String, String)> {
+fn output_of(cmd: &mut Command, what: &'static str) -> Result<(String, String), ParityError> {
     let out = cmd
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {what}: {e}"))?;
+        .map_err(|source| ParityError::Run { what, source })?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if !out.status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
-        return Err(format!(
-            "{what} failed ({}): {}",
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        )
-        .into());
+        return Err(ParityError::Failed {
+            what,
+            status: out.status,
+            tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+        });
     }
     Ok((stdout, stderr))
 }
@@ -234,8 +259,7 @@ pub fn llama_perplexity(
     let r = output_of(&mut cmd, "llama-perplexity");
     let _ = std::fs::remove_dir_all(&dir);
     let (stdout, stderr) = r?;
-    parse_final_estimate(&(stdout + &stderr))
-        .ok_or_else(|| "no `Final estimate: PPL = ` in llama-perplexity's output".into())
+    parse_final_estimate(&(stdout + &stderr)).ok_or_else(|| ParityError::NoEstimate.into())
 }
 
 fn ppl_args(threads: u32) -> Vec<String> {
@@ -251,7 +275,7 @@ fn ppl_args(threads: u32) -> Vec<String> {
 
 /// pocket's fast path scored against a base file.
 pub fn pocket_kld(model: &Model, base: &Path, threads: u32) -> Result<KldParity> {
-    let f = std::fs::File::open(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let f = std::fs::File::open(base).map_err(crate::Error::file(base))?;
     let len = f.metadata().ok().map(|m| m.len());
     let name = base.display().to_string();
     let mut r = LogitsReader::new(std::io::BufReader::new(f), &name, len)?;
@@ -280,8 +304,7 @@ pub fn llama_kld(tools: &LlamaTools, model: &Path, base: &Path, threads: u32) ->
         .arg(base)
         .arg("--kl-divergence");
     let (stdout, stderr) = output_of(&mut cmd, "llama-perplexity --kl-divergence")?;
-    parse_kld_report(&(stdout + &stderr))
-        .ok_or_else(|| "no KL-divergence statistics in llama-perplexity's output".into())
+    parse_kld_report(&(stdout + &stderr)).ok_or_else(|| ParityError::NoKld.into())
 }
 
 /// The figures of llama-perplexity's (and `pocket perplexity`'s) closing KL-divergence
@@ -342,7 +365,8 @@ pub fn llama_greedy_ids(
         output_of(&mut cmd, "dump_logits")?;
         let dump = LogitDump::read(&out);
         let _ = std::fs::remove_dir_all(&dir);
-        Ok(dump?
+        Ok(dump
+            .map_err(ParityError::Dump)?
             .steps
             .iter()
             .map(|(t, _)| *t)
@@ -375,9 +399,9 @@ pub fn llama_greedy(
         &threads.to_string(),
     ]);
     let (stdout, _) = output_of(&mut cmd, "llama-completion")?;
-    let text = stdout.strip_prefix(prompt).ok_or_else(|| {
-        format!("llama-completion's output does not start with the prompt: {stdout:?}")
-    })?;
+    let text = stdout
+        .strip_prefix(prompt)
+        .ok_or_else(|| ParityError::NoPrompt(stdout.clone()))?;
     let text = text.trim_end_matches('\n');
     Ok(text
         .strip_suffix(" [end of text]")

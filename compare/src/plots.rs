@@ -10,8 +10,10 @@ const POCKET: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const LLAMA: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 const ROOF: RGBColor = RGBColor(0x55, 0x55, 0x55);
 
-fn plot_err<E: std::fmt::Debug>(e: E) -> crate::Error {
-    format!("plot: {e:?}").into()
+use crate::Error;
+
+fn plot_err<E: std::fmt::Debug>(e: E) -> Error {
+    Error::plot(e)
 }
 
 /// Bars of pocket/llama.cpp speedup, one per (model, test, threads), with a line at 1.

@@ -158,17 +158,7 @@ pub fn build_commit() -> String {
     }
 }
 
-/// This process's peak resident set so far, in bytes.
-pub fn self_peak_rss() -> u64 {
-    // SAFETY: rusage is plain old data; getrusage fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a live local.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0;
-    }
-    let unit: u64 = if cfg!(target_os = "macos") { 1 } else { 1024 };
-    usage.ru_maxrss.max(0) as u64 * unit
-}
+pub use crate::measure::self_peak_rss;
 
 /// A loaded model ready to bench.
 pub struct Loaded {
@@ -181,11 +171,14 @@ pub struct Loaded {
 /// Maps and loads `path`.
 pub fn load(path: &Path) -> Result<Loaded> {
     if !path.is_file() {
-        return Err(format!("model {} not found", path.display()).into());
+        return Err(crate::Error::ModelNotFound(path.to_path_buf()));
     }
     let t0 = Instant::now();
-    let model = Model::load_with(path, LoadOptions::default())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let model =
+        Model::load_with(path, LoadOptions::default()).map_err(|source| crate::Error::Load {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let info = ModelInfo::of(model.gguf(), &model.config);
     Ok(Loaded {
@@ -215,27 +208,15 @@ impl Rng {
 }
 
 /// How a bench runs besides its test: thread placement and accounting.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct BenchOptions {
-    /// CPU mask, strict pinning, poll level of the pool.
+    /// CPU mask (recorded in the row as `0x3`, `0x0` when none), strict pinning, poll
+    /// level of the pool.
     pub placement: Placement,
-    /// The mask as given (`0x0` when none), recorded in the row as llama-bench does.
-    pub cpu_mask: String,
     /// Per-operation accounting ([`crate::breakdown`]); the row gets a `breakdown` field.
     pub breakdown: bool,
     /// Read bandwidth to set the matrix operations' GB/s against (with `breakdown`).
     pub bandwidth: Option<crate::bandwidth::Bandwidth>,
-}
-
-impl Default for BenchOptions {
-    fn default() -> Self {
-        BenchOptions {
-            placement: Placement::default(),
-            cpu_mask: "0x0".into(),
-            breakdown: false,
-            bandwidth: None,
-        }
-    }
 }
 
 /// The greedy pick the breakdown's "sampling" row times (pocket bench itself feeds random
@@ -258,7 +239,7 @@ pub fn bench_test_with(
     o: &BenchOptions,
 ) -> Result<BenchRow> {
     if reps == 0 {
-        return Err("-r must be at least 1".into());
+        return Err(crate::Error::NoRepetitions);
     }
     let (n_prompt, n_gen) = (test.n_prompt as usize, test.n_gen as usize);
     let n_vocab = m.model.config.n_vocab;
@@ -333,7 +314,7 @@ pub fn bench_test_with(
     row.model_size = m.info.model_size;
     row.model_n_params = m.info.model_n_params;
     row.n_threads = threads as i64;
-    row.cpu_mask = o.cpu_mask.clone();
+    row.cpu_mask = crate::placement::CpuMask::from(o.placement.cpu_mask).to_string();
     row.cpu_strict = o.placement.strict;
     row.poll = i64::from(o.placement.poll);
     row.n_prompt = n_prompt as i64;
@@ -361,54 +342,9 @@ pub fn bench_test_with(
     Ok(row)
 }
 
-/// Parses a llama-bench list (`512,128`) of positive integers (0 allowed when `zero_ok`).
-pub fn parse_list(flag: &str, text: &str, zero_ok: bool) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in text.split(',') {
-        let v: u32 = part
-            .trim()
-            .parse()
-            .map_err(|_| format!("{flag}: `{part}` is not a non-negative integer (in `{text}`)"))?;
-        if v == 0 && !zero_ok {
-            return Err(format!("{flag}: values must be at least 1 (in `{text}`)").into());
-        }
-        out.push(v);
-    }
-    Ok(out)
-}
-
-/// Parses `-pg P,G` into a combined test.
-pub fn parse_pg(text: &str) -> Result<Test> {
-    let v = parse_list("-pg", text, false)?;
-    match v[..] {
-        [p, g] => Ok(Test {
-            n_prompt: p,
-            n_gen: g,
-        }),
-        _ => Err(format!("-pg takes two numbers, `pp,tg` (got `{text}`)").into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lists_and_pg() {
-        assert_eq!(parse_list("-p", "512,128", false).unwrap(), [512, 128]);
-        assert_eq!(parse_list("-p", "0", true).unwrap(), [0]);
-        assert!(parse_list("-t", "0", false).is_err());
-        assert!(parse_list("-p", "1,,2", true).is_err());
-        assert_eq!(
-            parse_pg("512,128").unwrap(),
-            Test {
-                n_prompt: 512,
-                n_gen: 128
-            }
-        );
-        assert!(parse_pg("512").is_err());
-        assert!(parse_pg("1,2,3").is_err());
-    }
 
     #[test]
     fn ftype_names_are_llama_cpps() {

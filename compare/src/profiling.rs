@@ -5,7 +5,25 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::Result;
+/// `--profile` with a file it cannot write, or a profiler that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("--profile {}: name a .svg (flamegraph) or .pb (pprof protobuf) file", .0.display())]
+    Extension(PathBuf),
+    #[error("--profile needs a Unix system (pprof-rs samples with SIGPROF)")]
+    Unsupported,
+    #[cfg(unix)]
+    #[error("cannot start the profiler: {0}")]
+    Start(pprof::Error),
+    #[cfg(unix)]
+    #[error("profile report: {0}")]
+    Report(pprof::Error),
+    /// Writing the profile file (`what` failed: an I/O or encoding error).
+    #[error("{}: {what}", path.display())]
+    Write { path: PathBuf, what: String },
+}
+
+type Result<T> = std::result::Result<T, ProfileError>;
 
 /// Samples per second.
 pub const FREQUENCY: i32 = 999;
@@ -22,11 +40,7 @@ pub fn kind_of(path: &Path) -> Result<Kind> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("svg") => Ok(Kind::Flamegraph),
         Some("pb") => Ok(Kind::Protobuf),
-        _ => Err(format!(
-            "--profile {}: name a .svg (flamegraph) or .pb (pprof protobuf) file",
-            path.display()
-        )
-        .into()),
+        _ => Err(ProfileError::Extension(path.to_path_buf())),
     }
 }
 
@@ -49,7 +63,7 @@ impl Profile {
                 .frequency(FREQUENCY)
                 .blocklist(&["libc", "libgcc", "pthread", "vdso"])
                 .build()
-                .map_err(|e| format!("cannot start the profiler: {e}"))?;
+                .map_err(|e| ProfileError::Start(e))?;
             Ok(Profile {
                 path: path.to_path_buf(),
                 kind,
@@ -59,7 +73,7 @@ impl Profile {
         #[cfg(not(unix))]
         {
             let _ = kind;
-            Err("--profile needs a Unix system (pprof-rs samples with SIGPROF)".into())
+            Err(ProfileError::Unsupported)
         }
     }
 
@@ -72,9 +86,12 @@ impl Profile {
                 .guard
                 .report()
                 .build()
-                .map_err(|e| format!("profile report: {e}"))?;
+                .map_err(|e| ProfileError::Report(e))?;
             let samples: u64 = report.data.values().map(|&n| n as u64).sum();
-            let err = |e: &dyn std::fmt::Display| format!("{}: {e}", self.path.display());
+            let err = |e: &dyn std::fmt::Display| ProfileError::Write {
+                path: self.path.clone(),
+                what: e.to_string(),
+            };
             if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
             }

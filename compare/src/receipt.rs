@@ -43,6 +43,50 @@ pub struct Receipt {
 
 /// `--cpu-mask`, `--cpu-strict` and `--poll` as given to both engines (llama-bench's
 /// spelling and defaults: `0x0`, false, 50).
+/// A receipt that does not load: unreadable, not a receipt, or inconsistent.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiptError {
+    #[error("receipt {}: {source}", path.display())]
+    InFile {
+        path: std::path::PathBuf,
+        source: Box<ReceiptError>,
+    },
+    #[error(transparent)]
+    Io(std::io::Error),
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("no `version` field: not a pocket receipt")]
+    NoVersion,
+    #[error("schema version {0}, this pocket reads version {VERSION}")]
+    Version(u64),
+    #[error("`version` is not a whole number")]
+    VersionNotNumber,
+    #[error("{0}")]
+    Schema(serde_json::Error),
+    #[error("`created` is `{0}`, not an RFC 3339 time")]
+    Created(String),
+    /// What is wrong (`results[0] (m.gguf pp512 t2): pocket`) and how.
+    #[error("{what}: {problem}")]
+    Invalid { what: String, problem: Invalid },
+}
+
+/// How a receipt's measurements disagree with themselves.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Invalid {
+    #[error("no samples")]
+    NoSamples,
+    #[error("t/s sample {0} is not a positive number")]
+    BadSample(f64),
+    #[error("{ts} t/s samples but {rss} peak RSS and {setup} setup samples")]
+    SampleCounts { ts: usize, rss: usize, setup: usize },
+    #[error("threads is 0")]
+    ZeroThreads,
+    #[error("derived.{0} does not match the samples (edited by hand?)")]
+    Derived(&'static str),
+    #[error("{0} {1} is not in 0..=1")]
+    Share(&'static str, f64),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlacementRecord {
@@ -51,17 +95,13 @@ pub struct PlacementRecord {
     pub poll: u32,
 }
 
-impl PlacementRecord {
-    /// The command-line flags of this placement (the same for llama-bench and pocket bench).
-    pub fn args(&self) -> Vec<String> {
-        vec![
-            "--cpu-mask".into(),
-            self.cpu_mask.clone(),
-            "--cpu-strict".into(),
-            u8::from(self.cpu_strict).to_string(),
-            "--poll".into(),
-            self.poll.to_string(),
-        ]
+impl From<&pocket_model::Placement> for PlacementRecord {
+    fn from(p: &pocket_model::Placement) -> PlacementRecord {
+        PlacementRecord {
+            cpu_mask: crate::placement::CpuMask::from(p.cpu_mask).to_string(),
+            cpu_strict: p.strict,
+            poll: p.poll,
+        }
     }
 }
 
@@ -191,21 +231,24 @@ impl EngineSamples {
         }
     }
 
-    fn check(&self, what: &str) -> Result<()> {
+    fn check(&self, what: &str) -> Result<(), ReceiptError> {
+        let bad = |problem| ReceiptError::Invalid {
+            what: what.to_string(),
+            problem,
+        };
         if self.ts.is_empty() {
-            return Err(format!("{what}: no samples").into());
+            return Err(bad(Invalid::NoSamples));
         }
-        if let Some(bad) = self.ts.iter().find(|t| !t.is_finite() || **t <= 0.0) {
-            return Err(format!("{what}: t/s sample {bad} is not a positive number").into());
+        if let Some(&value) = self.ts.iter().find(|t| !t.is_finite() || **t <= 0.0) {
+            return Err(bad(Invalid::BadSample(value)));
         }
         let n = self.ts.len();
         if self.peak_rss_bytes.len() != n || self.setup_ms.len() != n {
-            return Err(format!(
-                "{what}: {n} t/s samples but {} peak RSS and {} setup samples",
-                self.peak_rss_bytes.len(),
-                self.setup_ms.len()
-            )
-            .into());
+            return Err(bad(Invalid::SampleCounts {
+                ts: n,
+                rss: self.peak_rss_bytes.len(),
+                setup: self.setup_ms.len(),
+            }));
         }
         Ok(())
     }
@@ -345,40 +388,42 @@ impl Receipt {
     }
 
     /// Reads and validates a receipt file.
-    pub fn load(path: &Path) -> Result<Receipt> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("receipt {}: {e}", path.display()))?;
-        Receipt::from_json(&text).map_err(|e| format!("receipt {}: {e}", path.display()).into())
+    pub fn load(path: &Path) -> Result<Receipt, ReceiptError> {
+        let in_file = |source| ReceiptError::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| in_file(ReceiptError::Io(e)))?;
+        Receipt::from_json(&text).map_err(in_file)
     }
 
     /// Parses and validates receipt JSON.
-    pub fn from_json(text: &str) -> Result<Receipt> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn from_json(text: &str) -> Result<Receipt, ReceiptError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(ReceiptError::NotJson)?;
         match value.get("version").map(|v| v.as_u64()) {
-            None => return Err("no `version` field: not a pocket receipt".into()),
+            None => return Err(ReceiptError::NoVersion),
             Some(Some(v)) if v == u64::from(VERSION) => {}
-            Some(Some(v)) => {
-                return Err(
-                    format!("schema version {v}, this pocket reads version {VERSION}").into(),
-                )
-            }
-            Some(None) => return Err("`version` is not a whole number".into()),
+            Some(Some(v)) => return Err(ReceiptError::Version(v)),
+            Some(None) => return Err(ReceiptError::VersionNotNumber),
         }
-        let receipt: Receipt = serde_json::from_str(text).map_err(|e| format!("{e}"))?;
+        let receipt: Receipt = serde_json::from_str(text).map_err(ReceiptError::Schema)?;
         receipt.validate()?;
         Ok(receipt)
     }
 
     /// Checks what serde cannot: samples present and consistent, derived values matching.
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<(), ReceiptError> {
         if !self.created.contains('T') {
-            return Err(format!("`created` is `{}`, not an RFC 3339 time", self.created).into());
+            return Err(ReceiptError::Created(self.created.clone()));
         }
         for (i, c) in self.results.iter().enumerate() {
             let what = format!("results[{i}] ({} {} t{})", c.model, c.test, c.threads);
+            let bad = |problem| ReceiptError::Invalid {
+                what: what.clone(),
+                problem,
+            };
             if c.threads == 0 {
-                return Err(format!("{what}: threads is 0").into());
+                return Err(bad(Invalid::ZeroThreads));
             }
             c.pocket.check(&format!("{what}: pocket"))?;
             c.llama_cpp.check(&format!("{what}: llama_cpp"))?;
@@ -391,10 +436,7 @@ impl Receipt {
                 self.machine.bandwidth.as_ref(),
             );
             if let Some(field) = c.derived.differs_from(&again) {
-                return Err(format!(
-                    "{what}: derived.{field} does not match the samples (edited by hand?)"
-                )
-                .into());
+                return Err(bad(Invalid::Derived(field)));
             }
         }
         for (i, p) in self.parity.iter().enumerate() {
@@ -412,9 +454,10 @@ impl Receipt {
             ];
             for (field, s) in shares {
                 if let Some(s) = s.filter(|s| !(0.0..=1.0).contains(s)) {
-                    return Err(
-                        format!("parity[{i}] ({}): {field} {s} is not in 0..=1", p.model).into(),
-                    );
+                    return Err(ReceiptError::Invalid {
+                        what: format!("parity[{i}] ({})", p.model),
+                        problem: Invalid::Share(field, s),
+                    });
                 }
             }
         }
@@ -424,7 +467,7 @@ impl Receipt {
     /// Writes the receipt as pretty JSON.
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()).into())
+        std::fs::write(path, text + "\n").map_err(crate::Error::file(path))
     }
 
     /// The comparison for a (model, test, threads), if measured.

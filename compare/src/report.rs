@@ -18,11 +18,11 @@ pub fn dir_name(receipt: &Receipt) -> String {
 /// Writes the receipt's directory under `root` and returns its path.
 pub fn write_results_dir(receipt: &Receipt, root: &Path) -> Result<PathBuf> {
     let dir = root.join(dir_name(receipt));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(crate::Error::file(&dir))?;
     receipt.save(&dir.join("receipt.json"))?;
     let write = |name: &str, text: &str| -> Result<()> {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()).into())
+        std::fs::write(&path, text).map_err(crate::Error::file(path))
     };
     write("results.csv", &results_csv(receipt))?;
     write("speedup.svg", &plots::speedup_svg(receipt)?)?;

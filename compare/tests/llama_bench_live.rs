@@ -1,6 +1,9 @@
 //! The real llama-bench on SmolLM2-135M Q4_1 (`-p 32 -n 8 -r 1`): its json and md output
 //! parse, and each process is measured (peak RSS, wall time). Needs llama.cpp's tools in
 //! the pocket cache: `bash compare/provision-llama.sh`.
+//!
+//! `harness = false`: this binary is also the wrapper that `measure::run_measured`
+//! re-executes to read a child's peak RSS, so its `main` must look for that first.
 
 use std::path::PathBuf;
 
@@ -22,13 +25,11 @@ fn tools() -> LlamaTools {
     LlamaTools::locate().unwrap_or_else(|e| panic!("{e}\n(provision with `{PROVISION}`)"))
 }
 
-#[test]
 fn missing_tools_name_the_provisioning_command() {
     let err = LlamaTools::in_cache(std::path::Path::new("/nonexistent/pocket-cache")).unwrap_err();
     assert!(err.to_string().contains(PROVISION), "{err}");
 }
 
-#[test]
 fn real_llama_bench_json_and_md_parse() {
     let tools = tools();
     assert!(
@@ -67,11 +68,10 @@ fn real_llama_bench_json_and_md_parse() {
     }
 }
 
-#[test]
 fn llama_cpp_engine_measures_one_repetition() {
     let engine = LlamaCpp {
         tools: tools(),
-        placement: Vec::new(),
+        placement: None,
     };
     assert_eq!(engine.name(), "llama.cpp");
     let s = engine.bench(&model(), Test::tg(8), 1).unwrap();
@@ -80,7 +80,6 @@ fn llama_cpp_engine_measures_one_repetition() {
     assert!(s.wall_ms >= s.setup_ms && s.setup_ms > 0.0);
 }
 
-#[test]
 fn our_md_matches_llama_bench_md_of_the_same_run() {
     // `-o json -oe md`: one run prints json to stdout and md to stderr.
     let tools = tools();
@@ -107,7 +106,6 @@ fn our_md_matches_llama_bench_md_of_the_same_run() {
     assert_eq!(ours, theirs);
 }
 
-#[test]
 fn our_sql_matches_llama_bench_sql_of_the_same_run() {
     let tools = tools();
     let args = BenchArgs {
@@ -124,4 +122,57 @@ fn our_sql_matches_llama_bench_sql_of_the_same_run() {
     let start = stderr.find("CREATE TABLE").expect("sql on stderr");
     let ours = pocket_compare::bench_format::write(&run.rows, Format::Sql);
     assert_eq!(ours, &stderr[start..]);
+}
+
+fn main() -> std::process::ExitCode {
+    if let Some(code) = pocket_compare::measure::wrapper_main_if_requested() {
+        return code;
+    }
+    let tests: [(&str, fn()); 5] = [
+        (
+            "missing_tools_name_the_provisioning_command",
+            missing_tools_name_the_provisioning_command,
+        ),
+        (
+            "real_llama_bench_json_and_md_parse",
+            real_llama_bench_json_and_md_parse,
+        ),
+        (
+            "llama_cpp_engine_measures_one_repetition",
+            llama_cpp_engine_measures_one_repetition,
+        ),
+        (
+            "our_md_matches_llama_bench_md_of_the_same_run",
+            our_md_matches_llama_bench_md_of_the_same_run,
+        ),
+        (
+            "our_sql_matches_llama_bench_sql_of_the_same_run",
+            our_sql_matches_llama_bench_sql_of_the_same_run,
+        ),
+    ];
+    // Positional arguments filter by substring, as libtest's; its flags are ignored.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let (mut passed, mut failed) = (0, 0);
+    for (name, test) in tests {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let ok = std::panic::catch_unwind(test).is_ok();
+        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+        if ok {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    println!("\ntest result: {verdict}. {passed} passed; {failed} failed; 0 ignored");
+    if failed == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
 }

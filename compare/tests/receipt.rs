@@ -5,6 +5,7 @@ use std::path::Path;
 
 use pocket_compare::bandwidth::{self, Bandwidth};
 use pocket_compare::cli::compare_cmd::{self, CompareArgs};
+use pocket_compare::cli::engine_args::{PlacementArgs, TestLists};
 use pocket_compare::engine::Test;
 use pocket_compare::receipt::{
     rfc3339, Comparison, EngineSamples, KldParity, Machine, Parity, Receipt,
@@ -243,15 +244,15 @@ fn args() -> CompareArgs {
         report: None,
         results: None,
         model: Vec::new(),
-        threads: None,
-        n_prompt: "512".into(),
-        n_gen: "128".into(),
+        threads: Vec::new(),
+        tests: TestLists {
+            n_prompt: vec![512],
+            n_gen: vec![128],
+        },
         reps: 5,
         no_parity: false,
         no_bandwidth: false,
-        cpu_mask: None,
-        cpu_strict: 0,
-        poll: 50,
+        placement: PlacementArgs::default(),
     }
 }
 

@@ -11,49 +11,38 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::CliResult;
+use super::engine_args::{parse_pg, positive, PlacementArgs, TestLists};
+use super::{CliError, CliResult};
 use crate::bench_format::{self, Format};
 use crate::engine::Test;
-use crate::pocket_bench::{self, parse_list, parse_pg, BenchOptions};
-use pocket_model::Placement;
+use crate::pocket_bench::{self, BenchOptions};
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// Model file(s); repeat -m or separate with commas.
     #[arg(short, long = "model", required = true, value_delimiter = ',')]
     pub model: Vec<PathBuf>,
-    /// Prompt lengths (pp tests), comma-separated; 0 for none.
-    #[arg(short = 'p', long = "n-prompt", default_value = "512")]
-    pub n_prompt: String,
-    /// Generation lengths (tg tests), comma-separated; 0 for none.
-    #[arg(short = 'n', long = "n-gen", default_value = "128")]
-    pub n_gen: String,
+    #[command(flatten)]
+    pub tests: TestLists,
     /// Prompt + generation tests `pp,tg` (written `-pg` as in llama-bench); repeatable.
-    #[arg(long = "pg", value_name = "PP,TG")]
-    pub pg: Vec<String>,
+    #[arg(long = "pg", value_name = "PP,TG", value_parser = parse_pg)]
+    pub pg: Vec<Test>,
     /// Repetitions of each test.
-    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    #[arg(short = 'r', long = "repetitions", default_value = "5", value_parser = positive)]
     pub reps: u32,
     /// Thread counts, comma-separated (default: physical cores).
-    #[arg(short = 't', long = "threads")]
-    pub threads: Option<String>,
+    #[arg(short = 't', long = "threads", value_delimiter = ',', value_parser = positive)]
+    pub threads: Vec<u32>,
     /// Output format: md, csv, json, jsonl, sql.
-    #[arg(short = 'o', long = "output", default_value = "md")]
-    pub output: String,
-    /// CPUs the pool may use, a hexadecimal mask as llama-bench's (`0x3`); default: the
-    /// process's CPUs, one thread pinned per core.
-    #[arg(short = 'C', long = "cpu-mask", value_name = "HEX")]
-    pub cpu_mask: Option<String>,
-    /// 1: each thread pinned to its own CPU of the mask, in order (llama-bench's
-    /// --cpu-strict); 0: threads float over the mask.
-    #[arg(long = "cpu-strict", value_name = "0|1", default_value_t = 0,
-          value_parser = clap::value_parser!(u8).range(0..=1))]
-    pub cpu_strict: u8,
-    /// How long idle pool threads spin before parking, 0..100 (llama-bench's --poll):
-    /// 0 parks at once, 50 spins 2^15 rounds, 100 twice as long.
-    #[arg(long = "poll", value_name = "0..100", default_value_t = 50,
-          value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub poll: u32,
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "md",
+        hide_possible_values = true
+    )]
+    pub output: Format,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
     /// Per-operation time, weights GB/s (decode) and GOP/s (prefill) of the timed runs,
     /// measured in the engine; printed as a table, and a `breakdown` field in json/jsonl.
     #[arg(long)]
@@ -66,66 +55,38 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     /// The placement and accounting options of the run (bandwidth not yet probed).
-    pub fn options(&self) -> crate::Result<BenchOptions> {
-        let mask = match &self.cpu_mask {
-            Some(m) => Placement::parse_mask(m)?,
-            None => 0,
-        };
-        Ok(BenchOptions {
-            placement: Placement {
-                cpu_mask: mask,
-                strict: self.cpu_strict == 1,
-                poll: self.poll,
-            },
-            cpu_mask: self.cpu_mask.clone().unwrap_or_else(|| "0x0".into()),
+    pub fn options(&self) -> BenchOptions {
+        BenchOptions {
+            placement: self.placement.placement(),
             breakdown: self.breakdown,
             bandwidth: None,
-        })
+        }
     }
-}
 
-/// The tests llama-bench would run for these lists: pp, then tg, then pp+tg.
-pub fn tests_of(args: &BenchArgs) -> crate::Result<Vec<Test>> {
-    let mut tests = Vec::new();
-    for p in parse_list("-p", &args.n_prompt, true)? {
-        if p > 0 {
-            tests.push(Test::pp(p));
+    /// The thread counts to bench (default: the physical cores).
+    pub fn threads(&self) -> Vec<u32> {
+        if self.threads.is_empty() {
+            vec![pocket_bench::default_threads()]
+        } else {
+            self.threads.clone()
         }
     }
-    for n in parse_list("-n", &args.n_gen, true)? {
-        if n > 0 {
-            tests.push(Test::tg(n));
-        }
-    }
-    for pg in &args.pg {
-        tests.push(parse_pg(pg)?);
-    }
-    if tests.is_empty() {
-        return Err("no tests: every -p, -n and -pg value is 0".into());
-    }
-    Ok(tests)
 }
 
 pub fn run(args: BenchArgs) -> CliResult {
-    let format: Format = args.output.parse()?;
-    if args.reps == 0 {
-        return Err("-r must be at least 1".into());
-    }
-    let tests = tests_of(&args)?;
-    let opts = args.options()?;
+    let format = args.output;
+    let tests = args.tests.tests(&args.pg)?;
+    let opts = args.options();
     if let Some(p) = &args.profile {
         crate::profiling::kind_of(p)?;
         if args.model.len() > 1 {
-            return Err("--profile takes one model (one profile file per run)".into());
+            return Err(CliError::ProfileOneModel.into());
         }
     }
-    let threads = match &args.threads {
-        Some(t) => parse_list("-t", t, false)?,
-        None => vec![pocket_bench::default_threads()],
-    };
+    let threads = args.threads();
     for m in &args.model {
         if !m.is_file() {
-            return Err(format!("model {} not found", m.display()).into());
+            return Err(crate::Error::ModelNotFound(m.clone()));
         }
     }
     let mut rows = Vec::new();

@@ -6,7 +6,6 @@
 //! stops at an end-of-generation token or after `-n` tokens.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
@@ -15,10 +14,13 @@ use pocket_model::forward::ms_since;
 use pocket_model::generate::{generate, GenParams};
 use pocket_model::{Model, Session};
 
-use super::gen_args::{CacheArgs, SamplingArgs};
-use super::CliResult;
+use super::engine_args::ModelArgs;
+use super::gen_args::SamplingArgs;
+use super::{CliError, CliResult};
 
 #[derive(Args)]
+#[command(mut_arg("ctx_size", |a| a.help(
+    "Context size: the whole conversation (see below for what happens when it is full)")))]
 #[command(after_help = "\
 Reads one user message per line from stdin (a terminal or a pipe); end of input (Ctrl-D) \
 ends the session. `/reset` starts a new conversation (the system prompt is kept), `/exit` \
@@ -30,9 +32,8 @@ When a message plus -n reply tokens would not fit in the context (-c), the OLDES
 says so; a message that does not fit even alone is refused with an error and the chat \
 goes on.")]
 pub struct ChatArgs {
-    /// The GGUF model.
-    #[arg(short, long)]
-    model: PathBuf,
+    #[command(flatten)]
+    engine: ModelArgs,
     /// System prompt (-sys) [default: none; the template may add its own].
     #[arg(long = "system-prompt", value_name = "TEXT")]
     system_prompt: Option<String>,
@@ -43,16 +44,8 @@ pub struct ChatArgs {
     /// Most tokens per reply.
     #[arg(short = 'n', long, default_value_t = 256)]
     n_predict: usize,
-    /// Threads (default: all cores).
-    #[arg(short, long)]
-    threads: Option<usize>,
-    /// Context size: the whole conversation (see below for what happens when it is full).
-    #[arg(short = 'c', long, default_value_t = 2048)]
-    ctx_size: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
-    #[command(flatten)]
-    cache: CacheArgs,
 }
 
 /// Totals over the session, for the summary at exit.
@@ -70,20 +63,20 @@ struct Totals {
 
 pub fn run(a: ChatArgs) -> CliResult {
     if a.n_predict == 0 {
-        return Err("-n must be at least 1".into());
+        return Err(CliError::NoReplyTokens.into());
     }
-    if a.n_predict >= a.ctx_size {
-        return Err(format!(
-            "-n {} leaves no room for the conversation in the context of {} (raise -c or lower -n)",
-            a.n_predict, a.ctx_size
-        )
+    if a.n_predict >= a.engine.ctx_size {
+        return Err(CliError::NoRoomForChat {
+            n_predict: a.n_predict,
+            n_ctx: a.engine.ctx_size,
+        }
         .into());
     }
     let t0 = Instant::now();
-    let model = Model::load_with(&a.model, a.cache.load_options())?;
+    let model = Model::load_with(&a.engine.model, a.engine.load_options())?;
     let tok = &model.tokenizer;
     let tmpl = ChatTemplate::from_gguf(model.gguf(), tok, a.chat_template.as_deref())?;
-    let mut s = Session::try_new(&model, a.cache.session_options(a.ctx_size, a.threads))?;
+    let mut s = Session::try_new(&model, a.engine.session_options(a.engine.ctx_size))?;
     let load_ms = ms_since(t0);
     let n_ctx = s.n_ctx();
 

@@ -12,64 +12,46 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args};
 
-use super::CliResult;
+use super::engine_args::{positive, PlacementArgs, TestLists};
+use super::{CliError, CliResult};
 use crate::receipt::Receipt;
 use crate::{gate, history, report};
 
+/// The flags of a live comparison, which do not mix with the receipt modes.
+const LIVE: [&str; 10] = [
+    "model",
+    "threads",
+    "n_prompt",
+    "n_gen",
+    "reps",
+    "cpu_mask",
+    "cpu_strict",
+    "poll",
+    "no_parity",
+    "no_bandwidth",
+];
+
 #[derive(Args, Debug, Clone)]
-#[command(group(ArgGroup::new("mode").args(["history", "baseline", "report"])))]
+#[command(group(ArgGroup::new("mode").args(["history", "baseline", "report"]).conflicts_with_all(LIVE)))]
 pub struct CompareArgs {
     /// Models to compare; repeat -m or separate with commas (default: fixtures + synthetic).
-    #[arg(short, long = "model", value_delimiter = ',', conflicts_with = "mode")]
+    #[arg(short, long = "model", value_delimiter = ',')]
     pub model: Vec<PathBuf>,
     /// Thread counts, comma-separated (default: physical cores).
-    #[arg(short = 't', long = "threads", conflicts_with = "mode")]
-    pub threads: Option<String>,
-    /// Prompt lengths (pp tests), comma-separated; 0 for none.
-    #[arg(
-        short = 'p',
-        long = "n-prompt",
-        default_value = "512",
-        conflicts_with = "mode"
-    )]
-    pub n_prompt: String,
-    /// Generation lengths (tg tests), comma-separated; 0 for none.
-    #[arg(
-        short = 'n',
-        long = "n-gen",
-        default_value = "128",
-        conflicts_with = "mode"
-    )]
-    pub n_gen: String,
+    #[arg(short = 't', long = "threads", value_delimiter = ',', value_parser = positive)]
+    pub threads: Vec<u32>,
+    #[command(flatten)]
+    pub tests: TestLists,
     /// Repetitions per engine, each a fresh process.
-    #[arg(
-        short = 'r',
-        long = "repetitions",
-        default_value_t = 5,
-        conflicts_with = "mode"
-    )]
+    #[arg(short = 'r', long = "repetitions", default_value = "5", value_parser = positive)]
     pub reps: u32,
-    /// CPUs both engines may use, a hexadecimal mask (llama-bench's --cpu-mask).
-    #[arg(
-        short = 'C',
-        long = "cpu-mask",
-        value_name = "HEX",
-        conflicts_with = "mode"
-    )]
-    pub cpu_mask: Option<String>,
-    /// 1: each thread on its own CPU of the mask (llama-bench's --cpu-strict).
-    #[arg(long = "cpu-strict", value_name = "0|1", default_value_t = 0, conflicts_with = "mode",
-          value_parser = clap::value_parser!(u8).range(0..=1))]
-    pub cpu_strict: u8,
-    /// Spin-before-park level of idle threads, 0..100 (llama-bench's --poll).
-    #[arg(long = "poll", value_name = "0..100", default_value_t = 50, conflicts_with = "mode",
-          value_parser = clap::value_parser!(u32).range(0..=100))]
-    pub poll: u32,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
     /// Skip the parity measurements (perplexity, greedy tokens).
-    #[arg(long, conflicts_with = "mode")]
+    #[arg(long)]
     pub no_parity: bool,
     /// Skip the memory bandwidth probe (no roofline).
-    #[arg(long, conflicts_with = "mode")]
+    #[arg(long)]
     pub no_bandwidth: bool,
     /// Write an HTML page of trends across the receipts stored under DIR.
     #[arg(long, value_name = "DIR")]
@@ -102,24 +84,25 @@ pub fn run(args: CompareArgs) -> CliResult {
         }
         let page = history::history_html(&receipts, &skipped)?;
         let out = args.out.clone().unwrap_or_else(|| dir.join("history.html"));
-        std::fs::write(&out, page).map_err(|e| format!("{}: {e}", out.display()))?;
+        std::fs::write(&out, page).map_err(|source| CliError::File {
+            action: "write",
+            path: out.clone(),
+            source,
+        })?;
         println!("{} receipt(s) -> {}", receipts.len(), out.display());
         return Ok(());
     }
     if let (Some(base), Some(cur)) = (&args.baseline, &args.current) {
         if !(args.fail_below > 0.0 && args.fail_below.is_finite()) {
-            return Err(
-                format!("--fail-below {} is not a positive number", args.fail_below).into(),
-            );
+            return Err(CliError::BadFraction(args.fail_below).into());
         }
         let verdict = gate::check(&Receipt::load(base)?, &Receipt::load(cur)?, args.fail_below);
         print!("{verdict}");
         if !verdict.passed() {
-            return Err(format!(
-                "{} speedup regression(s) against {}",
-                verdict.regressions.len(),
-                base.display()
-            )
+            return Err(CliError::Regressions {
+                count: verdict.regressions.len(),
+                baseline: base.clone(),
+            }
             .into());
         }
         return Ok(());

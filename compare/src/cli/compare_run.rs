@@ -9,10 +9,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::compare_cmd::CompareArgs;
 use super::CliResult;
 use crate::comparator::{self, Plan};
-use crate::engine::{LlamaCpp, Pocket, Test};
-use crate::llama_bench::cache_dir;
-use crate::pocket_bench::{default_threads, parse_list};
-use crate::receipt::Derived;
+use crate::engine::{LlamaCpp, Pocket};
+use crate::llama_bench::{cache_dir, ToolError};
+use crate::pocket_bench::default_threads;
+use crate::receipt::{Derived, PlacementRecord};
 use crate::{parity, report};
 
 /// The fixture models (fetched by `tests/fixtures.sh`).
@@ -56,9 +56,16 @@ fn default_models(pocket: &Pocket) -> crate::Result<Vec<PathBuf>> {
                 .args(["synth", "--preset", "mnn-pocket-0.3b", "--type", ty, "-o"])
                 .arg(&p)
                 .status()
-                .map_err(|e| format!("cannot run pocket synth: {e}"))?;
+                .map_err(|source| ToolError::Spawn {
+                    tool: "pocket synth".into(),
+                    source,
+                })?;
             if !status.success() {
-                return Err(format!("pocket synth for {} failed ({status})", p.display()).into());
+                return Err(ToolError::Failed {
+                    command: format!("pocket synth for {}", p.display()),
+                    failure: format!("({status})"),
+                }
+                .into());
             }
         }
         models.push(p);
@@ -66,56 +73,29 @@ fn default_models(pocket: &Pocket) -> crate::Result<Vec<PathBuf>> {
     Ok(models)
 }
 
-fn tests_of(args: &CompareArgs) -> crate::Result<Vec<Test>> {
-    let mut tests = Vec::new();
-    for p in parse_list("-p", &args.n_prompt, true)? {
-        if p > 0 {
-            tests.push(Test::pp(p));
-        }
-    }
-    for n in parse_list("-n", &args.n_gen, true)? {
-        if n > 0 {
-            tests.push(Test::tg(n));
-        }
-    }
-    if tests.is_empty() {
-        return Err("no tests: every -p and -n value is 0".into());
-    }
-    Ok(tests)
-}
-
 pub fn run(args: &CompareArgs) -> CliResult {
-    if args.reps == 0 {
-        return Err("-r must be at least 1".into());
-    }
-    let tests = tests_of(args)?;
-    let threads = match &args.threads {
-        Some(t) => parse_list("-t", t, false)?,
-        None => vec![default_threads()],
+    let tests = args.tests.tests(&[])?;
+    let threads = if args.threads.is_empty() {
+        vec![default_threads()]
+    } else {
+        args.threads.clone()
     };
-    if let Some(m) = &args.cpu_mask {
-        pocket_model::Placement::parse_mask(m)?;
-    }
-    let placement = crate::receipt::PlacementRecord {
-        cpu_mask: args.cpu_mask.clone().unwrap_or_else(|| "0x0".into()),
-        cpu_strict: args.cpu_strict == 1,
-        poll: args.poll,
-    };
+    let placement = args.placement.placement();
     // llama.cpp first: its absence is the most likely failure, and says how to fix it.
     let mut llama = LlamaCpp::locate()?;
-    llama.placement = placement.args();
+    llama.placement = Some(placement);
     if !args.no_parity {
         llama.tools.tool("llama-perplexity")?;
         llama.tools.reference_tool("llama-completion")?;
     }
     let mut pocket = Pocket::current()?;
-    pocket.placement = placement.args();
+    pocket.placement = Some(placement);
     let models = if args.model.is_empty() {
         default_models(&pocket)?
     } else {
         for m in &args.model {
             if !m.is_file() {
-                return Err(format!("model {} not found", m.display()).into());
+                return Err(crate::Error::ModelNotFound(m.clone()));
             }
         }
         args.model.clone()
@@ -129,7 +109,7 @@ pub fn run(args: &CompareArgs) -> CliResult {
 
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut receipt = comparator::new_receipt(None, &repo);
-    receipt.placement = Some(placement);
+    receipt.placement = Some(PlacementRecord::from(&placement));
 
     let total = (plan.models.len() * plan.tests.len() * plan.threads.len()) as u64
         * u64::from(plan.reps)

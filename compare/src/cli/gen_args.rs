@@ -1,10 +1,9 @@
-//! Flags shared by the commands that run a model (`run`, `chat`, `perplexity`): sampling
-//! (llama.cpp's names and defaults, except `--temp`, which defaults to greedy), the KV
-//! cache types (`-ctk` / `-ctv`) and the arithmetic (`--numerics`).
+//! Sampling flags shared by the commands that generate (`run`, `chat`): llama.cpp's names
+//! and defaults, except `--temp`, which defaults to greedy. The model and engine flags are
+//! in `engine_args`.
 
 use clap::Args;
 use pocket_model::sampler::{Sampler, SamplerParams};
-use pocket_model::{KvType, LoadOptions, Numerics, SessionOptions};
 
 /// Sampling: penalties → top-k → top-p → min-p → temperature → draw (`pocket_model::sampler`).
 #[derive(Args, Clone, Debug)]
@@ -44,56 +43,6 @@ impl SamplingArgs {
             seed: Some(self.seed),
             ..Default::default()
         })
-    }
-}
-
-/// KV cache element types, llama.cpp's `-ctk` / `-ctv` (`-ctk` and `-ctv` are rewritten to
-/// the long forms before parsing).
-#[derive(Args, Clone, Debug)]
-pub struct CacheArgs {
-    /// KV cache type of keys (-ctk): f16, q8_0 or f32.
-    #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16")]
-    pub type_k: KvType,
-    /// KV cache type of values (-ctv): f16, q8_0 or f32.
-    #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16")]
-    pub type_v: KvType,
-    /// Arithmetic: `fast` (pocket's kernels) or `ggml` (llama.cpp's x86 CPU arithmetic bit
-    /// for bit: the same logits, greedy text and perplexity as llama.cpp; scalar and much
-    /// slower; weights Q4_0/Q4_1/Q8_0/Q5_0/Q4_K/Q6_K, f16 KV cache).
-    #[arg(long, value_name = "MODE", default_value = "fast", value_parser = parse_numerics)]
-    pub numerics: Numerics,
-}
-
-fn parse_numerics(s: &str) -> Result<Numerics, String> {
-    match s {
-        "fast" => Ok(Numerics::Fast),
-        "ggml" => Ok(Numerics::Ggml),
-        _ => Err(format!("unknown numerics '{s}' (expected fast or ggml)")),
-    }
-}
-
-impl CacheArgs {
-    /// How to load the model for these options.
-    pub fn load_options(&self) -> LoadOptions {
-        LoadOptions {
-            numerics: self.numerics,
-            ..Default::default()
-        }
-    }
-
-    /// Session options for `n_ctx` tokens, `threads` (default: all cores), pinned threads.
-    pub fn session_options(&self, n_ctx: usize, threads: Option<usize>) -> SessionOptions {
-        let mut o = SessionOptions {
-            n_ctx,
-            pin: true,
-            type_k: self.type_k,
-            type_v: self.type_v,
-            ..Default::default()
-        };
-        if let Some(t) = threads {
-            o.n_threads = t.max(1);
-        }
-        o
     }
 }
 

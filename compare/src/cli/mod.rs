@@ -8,6 +8,7 @@ pub mod bench_cmd;
 mod chat_cmd;
 pub mod compare_cmd;
 mod compare_run;
+pub mod engine_args;
 pub mod gen_args;
 mod inspect_cmd;
 pub mod perplexity_cmd;
@@ -44,6 +45,10 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
+    // Started by `measure::run_measured` as the wrapper of a measured child.
+    if let Some(code) = crate::measure::wrapper_main_if_requested() {
+        return code;
+    }
     // llama.cpp's multi-letter short flags (`-pg`, `-ctk`, `-ctv`, `-sys`) as clap's long ones.
     let args = std::env::args_os().map(|a| match gen_args::long_form(&a) {
         Some(long) => long.into(),
@@ -70,3 +75,44 @@ pub fn main() -> ExitCode {
 
 /// Errors a subcommand reports to the user (printed as `error: ...`, exit status 1).
 pub type CliResult = Result<(), crate::Error>;
+
+/// What a command refuses before it starts: values clap cannot check alone.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("no tests: every -p, -n and -pg value is 0")]
+    NoTests,
+    #[error("--profile takes one model (one profile file per run)")]
+    ProfileOneModel,
+    #[error("-n must be at least 1")]
+    NoReplyTokens,
+    #[error("-n {n_predict} leaves no room for the conversation in the context of {n_ctx} (raise -c or lower -n)")]
+    NoRoomForChat { n_predict: usize, n_ctx: usize },
+    #[error("the prompt tokenizes to nothing")]
+    EmptyPrompt,
+    #[error("the prompt ({prompt} tokens) plus {n_predict} to generate does not fit in the context of {n_ctx} (raise -c)")]
+    PromptTooLong {
+        prompt: usize,
+        n_predict: usize,
+        n_ctx: usize,
+    },
+    #[error("--fail-below {0} is not a positive number")]
+    BadFraction(f64),
+    #[error("{count} speedup regression(s) against {}", baseline.display())]
+    Regressions {
+        count: usize,
+        baseline: std::path::PathBuf,
+    },
+    #[error("--q4-1-group must be 32 or 64, not {0}")]
+    Q4_1Group(u32),
+    #[error("cannot read the base vocabulary {}: {source} (fetch it with bash compare/provision-llama.sh, or pass --vocab-from)", path.display())]
+    BaseVocab {
+        path: std::path::PathBuf,
+        source: pocket_model::gguf::GgufError,
+    },
+    #[error("cannot {action} {}: {source}", path.display())]
+    File {
+        action: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}

@@ -19,20 +19,17 @@ use pocket_model::kld::{KldSummary, LogitsReader};
 use pocket_model::perplexity::{kl_divergence, perplexity_base};
 use pocket_model::Model;
 
-use super::gen_args::CacheArgs;
-use super::CliResult;
+use super::engine_args::ModelArgs;
+use super::{CliError, CliResult};
 
 #[derive(Args)]
+#[command(mut_arg("ctx_size", |a| a.default_value("512").help("Context size: tokens per chunk")))]
 pub struct PerplexityArgs {
-    #[arg(short, long)]
-    model: PathBuf,
+    #[command(flatten)]
+    engine: ModelArgs,
     /// Text file to score (not needed with --kl-divergence: the tokens come from the base).
     #[arg(short, long, required_unless_present = "kl_divergence")]
     file: Option<PathBuf>,
-    #[arg(short = 'c', long, default_value_t = 512)]
-    ctx_size: usize,
-    #[arg(short, long)]
-    threads: Option<usize>,
     /// Score at most this many chunks.
     #[arg(long)]
     chunks: Option<usize>,
@@ -42,13 +39,11 @@ pub struct PerplexityArgs {
     /// Compare this model with the base file of --kl-divergence-base.
     #[arg(long, requires = "kl_divergence_base")]
     kl_divergence: bool,
-    #[command(flatten)]
-    cache: CacheArgs,
 }
 
 pub fn run(a: PerplexityArgs) -> CliResult {
     let t0 = Instant::now();
-    let model = Model::load_with(&a.model, a.cache.load_options())?;
+    let model = Model::load_with(&a.engine.model, a.engine.load_options())?;
     eprintln!("load {:.0} ms", ms_since(t0));
     if a.kl_divergence {
         return run_kld(&a, &model);
@@ -57,18 +52,25 @@ pub fn run(a: PerplexityArgs) -> CliResult {
         .file
         .as_ref()
         .expect("clap requires -f without --kl-divergence");
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let text = std::fs::read_to_string(file).map_err(|source| CliError::File {
+        action: "read",
+        path: file.clone(),
+        source,
+    })?;
     let base = match &a.kl_divergence_base {
         Some(p) => {
             eprintln!("saving all logits to {}", p.display());
-            let f = File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+            let f = File::create(p).map_err(|source| CliError::File {
+                action: "create",
+                path: p.clone(),
+                source,
+            })?;
             Some(BufWriter::new(f))
         }
         None => None,
     };
     let t1 = Instant::now();
-    let o = a.cache.session_options(a.ctx_size, a.threads);
+    let o = a.engine.session_options(a.engine.ctx_size);
     let r = perplexity_base(&model, &text, o, a.chunks, base, |i, p| {
         eprint!("[{i}]{p:.4},");
     })?;
@@ -78,9 +80,9 @@ pub fn run(a: PerplexityArgs) -> CliResult {
     eprintln!(
         "{} chunks of {} tokens in {:.1} s ({:.1} t/s)",
         r.chunks,
-        a.ctx_size,
+        a.engine.ctx_size,
         ms / 1e3,
-        (r.chunks * a.ctx_size) as f64 * 1e3 / ms
+        (r.chunks * a.engine.ctx_size) as f64 * 1e3 / ms
     );
     Ok(())
 }
@@ -90,7 +92,11 @@ fn run_kld(a: &PerplexityArgs, model: &Model) -> CliResult {
         .kl_divergence_base
         .as_ref()
         .expect("clap requires the base");
-    let f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let f = File::open(path).map_err(|source| CliError::File {
+        action: "open",
+        path: path.clone(),
+        source,
+    })?;
     let len = f.metadata().ok().map(|m| m.len());
     let mut base = LogitsReader::new(BufReader::new(f), &path.display().to_string(), len)?;
     eprintln!(
@@ -98,7 +104,7 @@ fn run_kld(a: &PerplexityArgs, model: &Model) -> CliResult {
         base.n_chunk, base.n_ctx
     );
     let t1 = Instant::now();
-    let o = a.cache.session_options(base.n_ctx, a.threads);
+    let o = a.engine.session_options(base.n_ctx);
     println!("{}", KldSummary::TABLE_HEADER);
     let stats = kl_divergence(model, &mut base, o, |i, st| {
         println!("{}", st.summary().chunk_line(i));

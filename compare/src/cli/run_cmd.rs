@@ -2,7 +2,6 @@
 //! [-ctk TYPE -ctv TYPE]`: streams the continuation to stdout, timings to stderr.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
@@ -10,30 +9,22 @@ use pocket_model::forward::ms_since;
 use pocket_model::generate::{generate, GenParams};
 use pocket_model::{Model, Session};
 
-use super::gen_args::{CacheArgs, SamplingArgs};
-use super::CliResult;
+use super::engine_args::ModelArgs;
+use super::gen_args::SamplingArgs;
+use super::{CliError, CliResult};
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// The GGUF model.
-    #[arg(short, long)]
-    model: PathBuf,
+    #[command(flatten)]
+    engine: ModelArgs,
     /// The prompt (special tokens in it are parsed).
     #[arg(short, long)]
     prompt: String,
     /// Tokens to generate.
     #[arg(short = 'n', long, default_value_t = 64)]
     n_predict: usize,
-    /// Threads (default: all cores).
-    #[arg(short, long)]
-    threads: Option<usize>,
-    /// Context size (prompt + generated tokens).
-    #[arg(short = 'c', long, default_value_t = 2048)]
-    ctx_size: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
-    #[command(flatten)]
-    cache: CacheArgs,
     /// Do not echo the prompt.
     #[arg(long)]
     no_echo: bool,
@@ -41,23 +32,23 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> CliResult {
     let t0 = Instant::now();
-    let model = Model::load_with(&a.model, a.cache.load_options())?;
+    let model = Model::load_with(&a.engine.model, a.engine.load_options())?;
     let load_ms = ms_since(t0);
     let tok = &model.tokenizer;
     let prompt = tok.encode(&a.prompt, true, true);
     if prompt.is_empty() {
-        return Err("the prompt tokenizes to nothing".into());
+        return Err(CliError::EmptyPrompt.into());
     }
-    if prompt.len() + a.n_predict > a.ctx_size {
-        return Err(format!(
-            "the prompt ({} tokens) plus {} to generate does not fit in the context of {} (raise -c)",
-            prompt.len(),
-            a.n_predict,
-            a.ctx_size
-        )
+    let n_ctx = a.engine.ctx_size;
+    if prompt.len() + a.n_predict > n_ctx {
+        return Err(CliError::PromptTooLong {
+            prompt: prompt.len(),
+            n_predict: a.n_predict,
+            n_ctx,
+        }
         .into());
     }
-    let mut s = Session::try_new(&model, a.cache.session_options(a.ctx_size, a.threads))?;
+    let mut s = Session::try_new(&model, a.engine.session_options(n_ctx))?;
     let mut out = std::io::stdout().lock();
     if !a.no_echo {
         write!(out, "{}", a.prompt)?;

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pocket_model::gguf::GgufFile;
 use pocket_model::synth::{self, Arch, BaseVocab, SynthError, SynthType};
 
-use super::CliResult;
+use super::{CliError, CliResult};
 
 #[derive(Args)]
 pub struct SynthArgs {
@@ -109,22 +109,23 @@ pub fn run(args: SynthArgs) -> CliResult {
         None => {}
         Some(32) => preset.q4_1_group64 = false,
         Some(64) => preset.q4_1_group64 = true,
-        Some(g) => return Err(format!("--q4-1-group must be 32 or 64, not {g}").into()),
+        Some(g) => return Err(CliError::Q4_1Group(g).into()),
     }
     synth::validate(&preset.shape)?;
 
     let vocab_path = args.vocab_from.clone().unwrap_or_else(default_vocab);
-    let base = GgufFile::open(&vocab_path).map_err(|e| {
-        format!(
-            "cannot read the base vocabulary {}: {e} (fetch it with bash compare/provision-llama.sh, or pass --vocab-from)",
-            vocab_path.display()
-        )
+    let base = GgufFile::open(&vocab_path).map_err(|source| CliError::BaseVocab {
+        path: vocab_path.clone(),
+        source,
     })?;
     let base = BaseVocab::from_gguf(&base)?;
 
     let started = Instant::now();
-    let file = File::create(&args.output)
-        .map_err(|e| format!("cannot create {}: {e}", args.output.display()))?;
+    let file = File::create(&args.output).map_err(|source| CliError::File {
+        action: "create",
+        path: args.output.clone(),
+        source,
+    })?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let bar = if args.quiet {
         ProgressBar::hidden()

@@ -1,0 +1,289 @@
+//! The flags every command that runs a model shares (`run`, `chat`, `perplexity`, and a
+//! server next): [`ModelArgs`] (model, threads, context, [`CacheArgs`], [`PlacementArgs`]),
+//! flattened into each command with `#[command(flatten)]`. `bench` and `compare` take lists
+//! of models and threads instead, and flatten [`PlacementArgs`] and [`TestLists`].
+//!
+//! Every value is parsed by clap into its type; a bad one is clap's error naming the flag.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use pocket_model::{KvType, LoadOptions, Numerics, Placement, SessionOptions};
+
+use super::CliError;
+use crate::engine::Test;
+use crate::placement::CpuMask;
+
+/// The model and the engine's settings (llama.cpp's `-m`, `-t`, `-c`, `-ctk`, `-ctv`,
+/// `-C`, `--cpu-strict`, `--poll`). A command with another context default or help sets
+/// it with `#[command(mut_arg("ctx_size", ...))]`.
+#[derive(Args, Clone, Debug)]
+pub struct ModelArgs {
+    /// The GGUF model.
+    #[arg(short, long)]
+    pub model: PathBuf,
+    /// Threads (default: all cores).
+    #[arg(short, long)]
+    pub threads: Option<usize>,
+    /// Context size (prompt + generated tokens).
+    #[arg(short = 'c', long, default_value_t = 2048)]
+    pub ctx_size: usize,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+}
+
+impl ModelArgs {
+    /// How to load the model for these options.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            numerics: self.cache.numerics.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Session options for `n_ctx` tokens (usually `ctx_size`), pinned threads.
+    pub fn session_options(&self, n_ctx: usize) -> SessionOptions {
+        let mut o = SessionOptions {
+            n_ctx,
+            pin: true,
+            type_k: self.cache.type_k.into(),
+            type_v: self.cache.type_v.into(),
+            placement: self.placement.placement(),
+            ..Default::default()
+        };
+        if let Some(t) = self.threads {
+            o.n_threads = t.max(1);
+        }
+        o
+    }
+}
+
+/// KV cache element types, llama.cpp's `-ctk` / `-ctv` (rewritten to the long forms before
+/// parsing), and the arithmetic.
+#[derive(Args, Clone, Debug)]
+pub struct CacheArgs {
+    /// KV cache type of keys (-ctk): f16, q8_0 or f32.
+    #[arg(
+        long = "cache-type-k",
+        value_name = "TYPE",
+        default_value = "f16",
+        hide_possible_values = true
+    )]
+    pub type_k: KvTypeArg,
+    /// KV cache type of values (-ctv): f16, q8_0 or f32.
+    #[arg(
+        long = "cache-type-v",
+        value_name = "TYPE",
+        default_value = "f16",
+        hide_possible_values = true
+    )]
+    pub type_v: KvTypeArg,
+    /// Arithmetic: `fast` (pocket's kernels) or `ggml` (llama.cpp's x86 CPU arithmetic bit
+    /// for bit: the same logits, greedy text and perplexity as llama.cpp; scalar and much
+    /// slower; weights Q4_0/Q4_1/Q8_0/Q5_0/Q4_K/Q6_K, f16 KV cache).
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "fast",
+        hide_possible_values = true
+    )]
+    pub numerics: NumericsArg,
+}
+
+/// A KV cache element type as llama.cpp spells it.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvTypeArg {
+    F16,
+    #[value(name = "q8_0")]
+    Q8_0,
+    F32,
+}
+
+impl From<KvTypeArg> for KvType {
+    fn from(t: KvTypeArg) -> KvType {
+        match t {
+            KvTypeArg::F16 => KvType::F16,
+            KvTypeArg::Q8_0 => KvType::Q8_0,
+            KvTypeArg::F32 => KvType::F32,
+        }
+    }
+}
+
+/// `--numerics`: pocket's kernels or llama.cpp's arithmetic.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumericsArg {
+    Fast,
+    Ggml,
+}
+
+impl From<NumericsArg> for Numerics {
+    fn from(n: NumericsArg) -> Numerics {
+        match n {
+            NumericsArg::Fast => Numerics::Fast,
+            NumericsArg::Ggml => Numerics::Ggml,
+        }
+    }
+}
+
+/// Where the pool's threads run and how they wait: llama-bench's and llama-cli's
+/// `-C/--cpu-mask`, `--cpu-strict`, `--poll`.
+#[derive(Args, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlacementArgs {
+    /// CPUs the pool may use, a hexadecimal mask as llama-bench's (`0x3`); default: the
+    /// process's CPUs, one thread pinned per core.
+    #[arg(short = 'C', long = "cpu-mask", value_name = "HEX")]
+    pub cpu_mask: Option<CpuMask>,
+    /// 1: each thread pinned to its own CPU of the mask, in order (llama-bench's
+    /// --cpu-strict); 0: threads float over the mask.
+    #[arg(long = "cpu-strict", value_name = "0|1", default_value = "0", action = clap::ArgAction::Set,
+        value_parser = parse_01)]
+    pub cpu_strict: bool,
+    /// How long idle pool threads spin before parking, 0..100 (llama-bench's --poll):
+    /// 0 parks at once, 50 spins 2^15 rounds, 100 twice as long.
+    #[arg(long = "poll", value_name = "0..100", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub poll: u32,
+}
+
+impl PlacementArgs {
+    /// The engine's placement (mask 0: the process's CPUs).
+    pub fn placement(&self) -> Placement {
+        Placement {
+            cpu_mask: self.cpu_mask.unwrap_or_default().bits(),
+            strict: self.cpu_strict,
+            poll: self.poll,
+        }
+    }
+}
+
+/// A flag value clap's own parsers do not check (shown after clap's `invalid value`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadValue {
+    #[error("`{0}` is not a non-negative integer")]
+    NotCount(String),
+    #[error("values must be at least 1")]
+    Zero,
+    #[error("-pg takes two numbers, `pp,tg` (got `{0}`)")]
+    Pg(String),
+    #[error("expected 0 or 1")]
+    NotBool,
+}
+
+/// llama.cpp's `0|1` booleans.
+fn parse_01(s: &str) -> Result<bool, BadValue> {
+    match s {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(BadValue::NotBool),
+    }
+}
+
+/// llama-bench's test lists (`-p 512,128 -n 128`; `0` drops a kind of test).
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct TestLists {
+    /// Prompt lengths (pp tests), comma-separated; 0 for none.
+    #[arg(short = 'p', long = "n-prompt", value_delimiter = ',', default_value = "512",
+          value_parser = count)]
+    pub n_prompt: Vec<u32>,
+    /// Generation lengths (tg tests), comma-separated; 0 for none.
+    #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128",
+          value_parser = count)]
+    pub n_gen: Vec<u32>,
+}
+
+impl TestLists {
+    /// The tests llama-bench runs for these lists and `-pg`: pp, then tg, then pp+tg.
+    pub fn tests(&self, pg: &[Test]) -> Result<Vec<Test>, CliError> {
+        let pp = self
+            .n_prompt
+            .iter()
+            .filter(|&&p| p > 0)
+            .map(|&p| Test::pp(p));
+        let tg = self.n_gen.iter().filter(|&&n| n > 0).map(|&n| Test::tg(n));
+        let tests: Vec<Test> = pp.chain(tg).chain(pg.iter().copied()).collect();
+        if tests.is_empty() {
+            return Err(CliError::NoTests);
+        }
+        Ok(tests)
+    }
+}
+
+/// A list element that may be 0.
+pub fn count(s: &str) -> Result<u32, BadValue> {
+    s.trim()
+        .parse()
+        .map_err(|_| BadValue::NotCount(s.to_string()))
+}
+
+/// A count of at least 1 (threads, repetitions).
+pub fn positive(s: &str) -> Result<u32, BadValue> {
+    match count(s)? {
+        0 => Err(BadValue::Zero),
+        v => Ok(v),
+    }
+}
+
+/// `-pg P,G`: a combined prompt + generation test.
+pub fn parse_pg(s: &str) -> Result<Test, BadValue> {
+    let v: Vec<u32> = s.split(',').map(positive).collect::<Result<_, _>>()?;
+    match v[..] {
+        [p, g] => Ok(Test {
+            n_prompt: p,
+            n_gen: g,
+        }),
+        _ => Err(BadValue::Pg(s.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        lists: TestLists,
+        #[command(flatten)]
+        placement: PlacementArgs,
+        #[arg(long, value_parser = parse_pg)]
+        pg: Vec<Test>,
+    }
+
+    #[test]
+    fn lists_placement_and_pg_parse_into_types() {
+        let t = T::try_parse_from(["t", "-p", "512,128", "-n", "0", "--pg", "4,2", "-C", "0x3"])
+            .unwrap();
+        assert_eq!(t.lists.n_prompt, [512, 128]);
+        let want = [
+            Test::pp(512),
+            Test::pp(128),
+            Test {
+                n_prompt: 4,
+                n_gen: 2,
+            },
+        ];
+        assert_eq!(t.lists.tests(&t.pg).unwrap(), want);
+        assert_eq!(t.placement.placement().cpu_mask, 3);
+        assert_eq!(t.placement.placement().poll, 50);
+        assert!(!t.placement.cpu_strict);
+        for bad in [
+            &["t", "-p", "1,,2"][..],
+            &["t", "-p", "x"],
+            &["t", "--pg", "512"],
+            &["t", "--pg", "1,2,3"],
+            &["t", "--pg", "0,2"],
+            &["t", "--cpu-strict", "2"],
+            &["t", "--poll", "101"],
+            &["t", "-C", "0xzz"],
+        ] {
+            assert!(T::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+        let strict = T::try_parse_from(["t", "--cpu-strict", "1", "--poll", "0"]).unwrap();
+        assert!(strict.placement.placement().strict && strict.placement.poll == 0);
+        let none = T::try_parse_from(["t", "-p", "0", "-n", "0"]).unwrap();
+        assert!(matches!(none.lists.tests(&[]), Err(CliError::NoTests)));
+    }
+}
