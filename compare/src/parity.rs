@@ -50,9 +50,8 @@ pub enum ParityError {
     NoEstimate,
     #[error("no KL-divergence statistics in llama-perplexity's output")]
     NoKld,
-    /// `LogitDump::read`'s message (pocket-model reports it as text).
     #[error("dump_logits output: {0}")]
-    Dump(String),
+    Dump(#[from] pocket_model::logit_dump::LogitDumpError),
     #[error("llama-completion's output does not start with the prompt: {0:?}")]
     NoPrompt(String),
 }

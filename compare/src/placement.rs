@@ -24,14 +24,12 @@ impl From<u128> for CpuMask {
 }
 
 /// A `--cpu-mask` that is not a hexadecimal mask of at most 128 CPUs.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct CpuMaskError(String);
+pub type CpuMaskError = pocket_model::MaskError;
 
 impl FromStr for CpuMask {
     type Err = CpuMaskError;
     fn from_str(s: &str) -> Result<CpuMask, CpuMaskError> {
-        Placement::parse_mask(s).map(CpuMask).map_err(CpuMaskError)
+        Placement::parse_mask(s).map(CpuMask)
     }
 }
 
