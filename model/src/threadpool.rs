@@ -377,6 +377,27 @@ mod tests {
         assert_eq!(hits.load(Ordering::Relaxed), 400);
     }
 
+    /// The CPUs each thread of a 2-thread pool placed by a one-CPU mask on `cpu` may run on.
+    /// In a thread of its own: the pool pins its caller.
+    fn cpus_seen(cpu: usize, strict: bool) -> Vec<Vec<usize>> {
+        let p = Placement {
+            cpu_mask: 1u128 << cpu,
+            strict,
+            poll: 50,
+        };
+        std::thread::spawn(move || {
+            let pool = ThreadPool::with_placement(2, false, p);
+            let seen: Vec<Mutex<Vec<usize>>> = (0..2).map(|_| Mutex::default()).collect();
+            pool.run(|i| {
+                let ids = core_affinity::get_core_ids().unwrap_or_default();
+                *seen[i].lock().unwrap() = ids.iter().map(|c| c.id).collect();
+            });
+            seen.into_iter().map(|s| s.into_inner().unwrap()).collect()
+        })
+        .join()
+        .unwrap()
+    }
+
     /// Strict placement over a one-CPU mask puts every thread on that CPU.
     #[test]
     #[cfg(target_os = "linux")]
@@ -384,49 +405,17 @@ mod tests {
         let Some(first) = process_cores().first().map(|c| c.id) else {
             return;
         };
-        let p = Placement {
-            cpu_mask: 1u128 << first,
-            strict: true,
-            poll: 50,
-        };
-        // In a thread of its own: the pool pins its caller.
-        std::thread::spawn(move || {
-            let pool = ThreadPool::with_placement(2, false, p);
-            let seen: Vec<Mutex<Vec<usize>>> = (0..2).map(|_| Mutex::default()).collect();
-            pool.run(|i| {
-                let ids = core_affinity::get_core_ids().unwrap_or_default();
-                *seen[i].lock().unwrap() = ids.iter().map(|c| c.id).collect();
-            });
-            for s in &seen {
-                assert_eq!(*s.lock().unwrap(), [first]);
-            }
-        })
-        .join()
-        .unwrap();
+        assert_eq!(cpus_seen(first, true), [[first], [first]]);
     }
 
-    /// A non-strict mask: every thread may run on the mask's CPUs, and on no other.
+    /// A non-strict mask (sched_setaffinity with the whole mask): every thread may run on
+    /// the mask's CPUs, and on no other.
     #[test]
+    #[cfg(target_os = "linux")]
     fn loose_mask_confines_every_thread() {
-        let cores: Vec<usize> = process_cores().iter().map(|c| c.id).collect();
-        let Some(&last) = cores.last() else { return };
-        let p = Placement {
-            cpu_mask: 1u128 << last,
-            strict: false,
-            poll: 50,
+        let Some(last) = process_cores().last().map(|c| c.id) else {
+            return;
         };
-        std::thread::spawn(move || {
-            let pool = ThreadPool::with_placement(2, false, p);
-            let seen: Vec<Mutex<Vec<usize>>> = (0..2).map(|_| Mutex::default()).collect();
-            pool.run(|i| {
-                let ids = core_affinity::get_core_ids().unwrap_or_default();
-                *seen[i].lock().unwrap() = ids.iter().map(|c| c.id).collect();
-            });
-            for s in &seen {
-                assert_eq!(*s.lock().unwrap(), [last]);
-            }
-        })
-        .join()
-        .unwrap();
+        assert_eq!(cpus_seen(last, false), [[last], [last]]);
     }
 }
