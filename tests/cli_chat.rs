@@ -136,7 +136,10 @@ fn chat_through_a_pipe_on_a_synthetic_model() {
             assert!(err.contains(w), "{args:?}: expected {w:?} in: {err}");
         }
     };
-    bad(&["-m", p16, "-ctk", "q4_0"], &["q4_0", "f16, f32, q8_0"]);
+    bad(
+        &["-m", p16, "-ctk", "q4_0"],
+        &["q4_0", "possible values: f16, q8_0, f32"],
+    );
     bad(
         &["-m", p16, "-ctv", "q8_0"],
         &["q8_0", "multiple of 32", "16"],

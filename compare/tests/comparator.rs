@@ -1,5 +1,10 @@
 //! The comparator loop through the engine seam: a scripted engine (exact numbers), and
 //! llama.cpp against itself (the real thing, one short repetition).
+//!
+//! `harness = false`: this binary is also the measuring wrapper (see `measured`).
+
+#[macro_use]
+mod measured;
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -39,7 +44,6 @@ impl Engine for Scripted {
     }
 }
 
-#[test]
 fn scripted_engines_fill_a_receipt() {
     let pocket = Scripted {
         name: "pocket",
@@ -89,7 +93,6 @@ fn scripted_engines_fill_a_receipt() {
     .is_err());
 }
 
-#[test]
 fn llama_cpp_against_itself() {
     let engine = LlamaCpp::locate().unwrap_or_else(|e| panic!("{e} ({PROVISION})"));
     let model = cache_dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -120,4 +123,11 @@ fn llama_cpp_against_itself() {
     assert!(c.derived.speedup > 0.0 && c.llama_cpp.peak_rss_bytes[0] > 64 << 20);
     let text = serde_json::to_string(&r).unwrap();
     pocket_compare::receipt::Receipt::from_json(&text).unwrap();
+}
+
+fn main() -> std::process::ExitCode {
+    measured::main(&tests![
+        scripted_engines_fill_a_receipt,
+        llama_cpp_against_itself
+    ])
 }

@@ -5,6 +5,9 @@
 //! `harness = false`: this binary is also the wrapper that `measure::run_measured`
 //! re-executes to read a child's peak RSS, so its `main` must look for that first.
 
+#[macro_use]
+mod measured;
+
 use std::path::PathBuf;
 
 use pocket_compare::bench_format::Format;
@@ -125,54 +128,11 @@ fn our_sql_matches_llama_bench_sql_of_the_same_run() {
 }
 
 fn main() -> std::process::ExitCode {
-    if let Some(code) = pocket_compare::measure::wrapper_main_if_requested() {
-        return code;
-    }
-    let tests: [(&str, fn()); 5] = [
-        (
-            "missing_tools_name_the_provisioning_command",
-            missing_tools_name_the_provisioning_command,
-        ),
-        (
-            "real_llama_bench_json_and_md_parse",
-            real_llama_bench_json_and_md_parse,
-        ),
-        (
-            "llama_cpp_engine_measures_one_repetition",
-            llama_cpp_engine_measures_one_repetition,
-        ),
-        (
-            "our_md_matches_llama_bench_md_of_the_same_run",
-            our_md_matches_llama_bench_md_of_the_same_run,
-        ),
-        (
-            "our_sql_matches_llama_bench_sql_of_the_same_run",
-            our_sql_matches_llama_bench_sql_of_the_same_run,
-        ),
-    ];
-    // Positional arguments filter by substring, as libtest's; its flags are ignored.
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let (mut passed, mut failed) = (0, 0);
-    for (name, test) in tests {
-        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        let ok = std::panic::catch_unwind(test).is_ok();
-        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
-        if ok {
-            passed += 1;
-        } else {
-            failed += 1;
-        }
-    }
-    let verdict = if failed == 0 { "ok" } else { "FAILED" };
-    println!("\ntest result: {verdict}. {passed} passed; {failed} failed; 0 ignored");
-    if failed == 0 {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
-    }
+    measured::main(&tests![
+        missing_tools_name_the_provisioning_command,
+        real_llama_bench_json_and_md_parse,
+        llama_cpp_engine_measures_one_repetition,
+        our_md_matches_llama_bench_md_of_the_same_run,
+        our_sql_matches_llama_bench_sql_of_the_same_run,
+    ])
 }

@@ -18,6 +18,7 @@ use crate::engine::Test;
 use crate::pocket_bench::{self, BenchOptions};
 
 #[derive(Args, Debug, Clone)]
+#[command(hide_possible_values = true)] // the docs list them
 pub struct BenchArgs {
     /// Model file(s); repeat -m or separate with commas.
     #[arg(short, long = "model", required = true, value_delimiter = ',')]
@@ -34,12 +35,7 @@ pub struct BenchArgs {
     #[arg(short = 't', long = "threads", value_delimiter = ',', value_parser = positive)]
     pub threads: Vec<u32>,
     /// Output format: md, csv, json, jsonl, sql.
-    #[arg(
-        short = 'o',
-        long = "output",
-        default_value = "md",
-        hide_possible_values = true
-    )]
+    #[arg(short = 'o', long = "output", default_value = "md")]
     pub output: Format,
     #[command(flatten)]
     pub placement: PlacementArgs,

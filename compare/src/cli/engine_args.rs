@@ -63,32 +63,18 @@ impl ModelArgs {
 /// KV cache element types, llama.cpp's `-ctk` / `-ctv` (rewritten to the long forms before
 /// parsing), and the arithmetic.
 #[derive(Args, Clone, Debug)]
+#[command(hide_possible_values = true)] // the docs list them
 pub struct CacheArgs {
     /// KV cache type of keys (-ctk): f16, q8_0 or f32.
-    #[arg(
-        long = "cache-type-k",
-        value_name = "TYPE",
-        default_value = "f16",
-        hide_possible_values = true
-    )]
+    #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16")]
     pub type_k: KvTypeArg,
     /// KV cache type of values (-ctv): f16, q8_0 or f32.
-    #[arg(
-        long = "cache-type-v",
-        value_name = "TYPE",
-        default_value = "f16",
-        hide_possible_values = true
-    )]
+    #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16")]
     pub type_v: KvTypeArg,
     /// Arithmetic: `fast` (pocket's kernels) or `ggml` (llama.cpp's x86 CPU arithmetic bit
     /// for bit: the same logits, greedy text and perplexity as llama.cpp; scalar and much
     /// slower; weights Q4_0/Q4_1/Q8_0/Q5_0/Q4_K/Q6_K, f16 KV cache).
-    #[arg(
-        long,
-        value_name = "MODE",
-        default_value = "fast",
-        hide_possible_values = true
-    )]
+    #[arg(long, value_name = "MODE", default_value = "fast")]
     pub numerics: NumericsArg,
 }
 
