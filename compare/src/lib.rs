@@ -23,6 +23,7 @@ pub mod pocket_bench;
 pub mod profiling;
 pub mod receipt;
 pub mod report;
+pub mod serve;
 pub mod sysinfo;
 
 /// The comparator's error: a message for the user.

@@ -1,0 +1,1 @@
+//! `pocket serve` end to end (placeholder while the suite is written).
