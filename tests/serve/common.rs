@@ -36,17 +36,27 @@ impl Server {
         let mut line = String::new();
         let base = loop {
             line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "pocket serve exited before listening");
+            assert!(
+                err.read_line(&mut line).unwrap() > 0,
+                "pocket serve exited before listening"
+            );
             if let Some(rest) = line.split("listening on ").nth(1) {
                 break rest.split(' ').next().unwrap().to_string();
             }
         };
         // Keep draining stderr so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in err.lines() {});
-        let s = Server { child, base, _serial: serial };
+        let s = Server {
+            child,
+            base,
+            _serial: serial,
+        };
         let t0 = Instant::now();
         while s.get("/health").0 != 200 {
-            assert!(t0.elapsed() < Duration::from_secs(60), "the model did not load");
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the model did not load"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         s
@@ -64,7 +74,13 @@ impl Server {
     /// POST a raw body: (status, body).
     pub fn post_raw(&self, path: &str, body: &str, extra: &[&str]) -> (u16, String) {
         let url = self.url(path);
-        let mut a = vec!["-H", "Content-Type: application/json", "--data-binary", body, url.as_str()];
+        let mut a = vec![
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+            url.as_str(),
+        ];
         a.splice(0..0, extra.iter().copied());
         curl(&a)
     }
@@ -92,9 +108,18 @@ impl Server {
     }
 
     /// A streaming request left running: curl's stdout, read line by line.
-    pub fn open_stream(&self, path: &str, body: &Value) -> (Child, BufReader<std::process::ChildStdout>) {
+    pub fn open_stream(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> (Child, BufReader<std::process::ChildStdout>) {
         let mut child = Command::new("curl")
-            .args(["-sN", "-H", "Content-Type: application/json", "--data-binary"])
+            .args([
+                "-sN",
+                "-H",
+                "Content-Type: application/json",
+                "--data-binary",
+            ])
             .arg(body.to_string())
             .arg(self.url(path))
             .stdout(Stdio::piped())

@@ -115,7 +115,12 @@ impl GenFields {
         let id_slot = match self.id_slot {
             None | Some(-1) => None,
             Some(i) if i >= 0 && (i as usize) < args.parallel => Some(i as usize),
-            Some(i) => return Err(bad(format!("id_slot {i} does not exist (the server has {} slots)", args.parallel))),
+            Some(i) => {
+                return Err(bad(format!(
+                    "id_slot {i} does not exist (the server has {} slots)",
+                    args.parallel
+                )))
+            }
         };
         Ok(GenSettings {
             n_predict: usize::try_from(n_predict).ok(),
@@ -132,7 +137,9 @@ impl GenFields {
     }
 
     pub fn include_usage(&self) -> bool {
-        self.stream_options.as_ref().is_some_and(|o| o.include_usage)
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
     }
 }
 
@@ -187,7 +194,9 @@ pub fn chat_messages(messages: &[Message]) -> Result<Vec<ChatMessage>, ApiError>
                     for p in parts {
                         match (p.kind.as_str(), &p.text) {
                             ("text", Some(t)) => text.push_str(t),
-                            (kind, _) => return Err(bad(format!("unsupported content part type '{kind}'"))),
+                            (kind, _) => {
+                                return Err(bad(format!("unsupported content part type '{kind}'")))
+                            }
                         }
                     }
                     text

@@ -291,7 +291,18 @@ mod tests {
 
     #[test]
     fn llama_server_flags_parse_and_no_ops_are_reported() {
-        let r = p(&["-m", "x.gguf", "-np", "2", "-ngl", "99", "-c", "512", "--metrics"]).unwrap();
+        let r = p(&[
+            "-m",
+            "x.gguf",
+            "-np",
+            "2",
+            "-ngl",
+            "99",
+            "-c",
+            "512",
+            "--metrics",
+        ])
+        .unwrap();
         assert_eq!(r.args.parallel, 2);
         assert_eq!(r.args.ctx_size, 512);
         assert!(r.args.metrics);

@@ -27,7 +27,10 @@ pub async fn completion(State(app): State<Arc<App>>, body: Bytes) -> Result<Resp
     text_completion(app, body, Api::Native).await
 }
 
-pub async fn v1_completions(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn v1_completions(
+    State(app): State<Arc<App>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     text_completion(app, body, Api::Completions).await
 }
 
@@ -42,7 +45,10 @@ async fn text_completion(app: Arc<App>, body: Bytes, api: Api) -> Result<Respons
     generate(&app, prompt, &req.gen, api, text).await
 }
 
-pub async fn chat_completions(State(app): State<Arc<App>>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn chat_completions(
+    State(app): State<Arc<App>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let req: ChatRequest = parse_body(&body)?;
     let l = loaded(&app)?;
     let rendered = render_chat(&app, &req)?;
@@ -59,7 +65,13 @@ pub fn render_chat(app: &App, req: &ChatRequest) -> Result<String, ApiError> {
         .map_err(|e| bad(format!("chat template: {e}")))
 }
 
-async fn generate(app: &Arc<App>, prompt: Vec<u32>, gen: &GenFields, api: Api, prompt_text: String) -> Result<Response, ApiError> {
+async fn generate(
+    app: &Arc<App>,
+    prompt: Vec<u32>,
+    gen: &GenFields,
+    api: Api,
+    prompt_text: String,
+) -> Result<Response, ApiError> {
     let l = loaded(app)?;
     let settings = gen.settings(&app.args)?;
     if prompt.is_empty() {
@@ -75,7 +87,9 @@ async fn generate(app: &Arc<App>, prompt: Vec<u32>, gen: &GenFields, api: Api, p
     // The bounded queue: jobs sent and not yet on a slot.
     if app.shared.queued.fetch_add(1, Ordering::SeqCst) >= app.args.queue_size + app.args.parallel {
         app.shared.queued.fetch_sub(1, Ordering::SeqCst);
-        return Err(ApiError::Unavailable("the server is busy (the request queue is full); try again later".into()));
+        return Err(ApiError::Unavailable(
+            "the server is busy (the request queue is full); try again later".into(),
+        ));
     }
     let id = app.next_id();
     let shape = Shape {
@@ -92,7 +106,12 @@ async fn generate(app: &Arc<App>, prompt: Vec<u32>, gen: &GenFields, api: Api, p
         prompt_text,
     };
     let (tx, rx) = unbounded_channel();
-    let job = Job { id, prompt, settings, events: tx };
+    let job = Job {
+        id,
+        prompt,
+        settings,
+        events: tx,
+    };
     if l.jobs.send(job).is_err() {
         app.shared.queued.fetch_sub(1, Ordering::SeqCst);
         return Err(ApiError::Server("the engine has stopped".into()));
@@ -110,7 +129,11 @@ async fn generate(app: &Arc<App>, prompt: Vec<u32>, gen: &GenFields, api: Api, p
 async fn collect(mut rx: UnboundedReceiver<Event>, timeout: Duration) -> Result<Done, ApiError> {
     loop {
         match tokio::time::timeout(timeout, rx.recv()).await {
-            Err(_) => return Err(ApiError::Unavailable("the request timed out (--timeout)".into())),
+            Err(_) => {
+                return Err(ApiError::Unavailable(
+                    "the request timed out (--timeout)".into(),
+                ))
+            }
             Ok(None) => return Err(ApiError::Server("the engine dropped the request".into())),
             Ok(Some(Event::Piece { .. })) => {}
             Ok(Some(Event::Done(d))) => return Ok(*d),
@@ -133,9 +156,20 @@ fn data(v: &serde_json::Value) -> SseEvent {
     SseEvent::default().data(v.to_string())
 }
 
-fn sse_stream(rx: UnboundedReceiver<Event>, shape: Shape, timeout: Duration) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+fn sse_stream(
+    rx: UnboundedReceiver<Event>,
+    shape: Shape,
+    timeout: Duration,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let queue = shape.opening().iter().map(data).collect();
-    let st = Streaming { rx, shape, timeout, queue, n_decoded: 0, ended: false };
+    let st = Streaming {
+        rx,
+        shape,
+        timeout,
+        queue,
+        n_decoded: 0,
+        ended: false,
+    };
     stream::unfold(st, |mut st| async move {
         loop {
             if let Some(ev) = st.queue.pop_front() {
@@ -159,12 +193,21 @@ fn sse_stream(rx: UnboundedReceiver<Event>, shape: Shape, timeout: Duration) -> 
                     st.ended = true;
                 }
                 Ok(Some(Event::Failed(msg))) => {
-                    st.queue.push_back(SseEvent::default().event("error").data(ApiError::Server(msg).body().to_string()));
+                    st.queue.push_back(
+                        SseEvent::default()
+                            .event("error")
+                            .data(ApiError::Server(msg).body().to_string()),
+                    );
                     st.ended = true;
                 }
                 Ok(None) | Err(_) => {
-                    let e = ApiError::Server("the request timed out or the engine dropped it".into());
-                    st.queue.push_back(SseEvent::default().event("error").data(e.body().to_string()));
+                    let e =
+                        ApiError::Server("the request timed out or the engine dropped it".into());
+                    st.queue.push_back(
+                        SseEvent::default()
+                            .event("error")
+                            .data(e.body().to_string()),
+                    );
                     st.ended = true;
                 }
             }

@@ -145,7 +145,9 @@ impl<'m> Engine<'m> {
         }
         let mut budget = self.n_batch.saturating_sub(gen_rows).max(1);
         for (i, a) in self.slots.iter().enumerate() {
-            let Some(a) = a.as_ref().filter(|a| a.prefilling()) else { continue };
+            let Some(a) = a.as_ref().filter(|a| a.prefilling()) else {
+                continue;
+            };
             if budget == 0 {
                 break;
             }
@@ -199,7 +201,9 @@ impl<'m> Engine<'m> {
         let model = self.s.model;
         let tok = &model.tokenizer;
         let (seq_len, n_ctx) = (self.s.seq_len(slot), self.s.n_ctx());
-        let Some(a) = self.slots[slot].as_mut() else { return };
+        let Some(a) = self.slots[slot].as_mut() else {
+            return;
+        };
         if a.wants_no_tokens() {
             return self.finish(slot, Finish::Limit);
         }

@@ -134,7 +134,10 @@ pub struct Done {
 #[derive(Debug)]
 pub enum Event {
     /// Text that is final (no stop string can begin in it), and the tokens it came from.
-    Piece { text: String, tokens: Vec<u32> },
+    Piece {
+        text: String,
+        tokens: Vec<u32>,
+    },
     Done(Box<Done>),
     /// The engine could not run the job (a message for the client, HTTP 500).
     Failed(String),

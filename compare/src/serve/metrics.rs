@@ -59,20 +59,68 @@ impl Metrics {
     pub fn prometheus(&self) -> String {
         let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
         let counters: [(&str, &str, f64); 7] = [
-            ("prompt_tokens_total", "Number of prompt tokens processed.", self.prompt_tokens as f64),
-            ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache", self.prompt_tokens_cached as f64),
-            ("prompt_seconds_total", "Prompt process time", self.prompt_seconds),
-            ("tokens_predicted_total", "Number of generation tokens processed.", self.tokens_predicted as f64),
-            ("tokens_predicted_seconds_total", "Predict process time", self.predicted_seconds),
-            ("n_decode_total", "Total number of llama_decode() calls", self.n_decode as f64),
-            ("n_tokens_max", "Largest observed n_tokens.", self.n_tokens_max as f64),
+            (
+                "prompt_tokens_total",
+                "Number of prompt tokens processed.",
+                self.prompt_tokens as f64,
+            ),
+            (
+                "prompt_tokens_cached_total",
+                "Number of prompt tokens reused from the cache",
+                self.prompt_tokens_cached as f64,
+            ),
+            (
+                "prompt_seconds_total",
+                "Prompt process time",
+                self.prompt_seconds,
+            ),
+            (
+                "tokens_predicted_total",
+                "Number of generation tokens processed.",
+                self.tokens_predicted as f64,
+            ),
+            (
+                "tokens_predicted_seconds_total",
+                "Predict process time",
+                self.predicted_seconds,
+            ),
+            (
+                "n_decode_total",
+                "Total number of llama_decode() calls",
+                self.n_decode as f64,
+            ),
+            (
+                "n_tokens_max",
+                "Largest observed n_tokens.",
+                self.n_tokens_max as f64,
+            ),
         ];
         let gauges: [(&str, &str, f64); 5] = [
-            ("prompt_tokens_seconds", "Average prompt throughput in tokens/s.", rate(self.prompt_tokens, self.prompt_seconds)),
-            ("predicted_tokens_seconds", "Average generation throughput in tokens/s.", rate(self.tokens_predicted, self.predicted_seconds)),
-            ("requests_processing", "Number of requests processing.", self.requests_processing as f64),
-            ("requests_deferred", "Number of requests deferred.", self.requests_deferred as f64),
-            ("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", self.n_busy_slots as f64 / (self.n_decode.max(1)) as f64),
+            (
+                "prompt_tokens_seconds",
+                "Average prompt throughput in tokens/s.",
+                rate(self.prompt_tokens, self.prompt_seconds),
+            ),
+            (
+                "predicted_tokens_seconds",
+                "Average generation throughput in tokens/s.",
+                rate(self.tokens_predicted, self.predicted_seconds),
+            ),
+            (
+                "requests_processing",
+                "Number of requests processing.",
+                self.requests_processing as f64,
+            ),
+            (
+                "requests_deferred",
+                "Number of requests deferred.",
+                self.requests_deferred as f64,
+            ),
+            (
+                "n_busy_slots_per_decode",
+                "Average number of busy slots per llama_decode() call",
+                self.n_busy_slots as f64 / (self.n_decode.max(1)) as f64,
+            ),
         ];
         let mut out = String::new();
         for (kind, items) in [("counter", &counters[..]), ("gauge", &gauges[..])] {
@@ -81,10 +129,21 @@ impl Metrics {
             }
         }
         for (name, help, value) in [
-            ("requests_cancelled_total", "Requests stopped because the client closed its connection.", self.requests_cancelled),
-            ("requests_done_total", "Requests finished (any way).", self.requests_done),
+            (
+                "requests_cancelled_total",
+                "Requests stopped because the client closed its connection.",
+                self.requests_cancelled,
+            ),
+            (
+                "requests_done_total",
+                "Requests finished (any way).",
+                self.requests_done,
+            ),
         ] {
-            let _ = writeln!(out, "# HELP pocket:{name} {help}\n# TYPE pocket:{name} counter\npocket:{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP pocket:{name} {help}\n# TYPE pocket:{name} counter\npocket:{name} {value}"
+            );
         }
         out
     }
@@ -104,9 +163,16 @@ mod tests {
             ..Default::default()
         };
         let t = m.prometheus();
-        assert!(t.contains("# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 10\n"), "{t}");
+        assert!(
+            t.contains(
+                "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 10\n"
+            ),
+            "{t}"
+        );
         assert!(t.contains("llamacpp:prompt_tokens_seconds 20\n"), "{t}");
-        assert!(t.contains("# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 2\n"));
+        assert!(t.contains(
+            "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 2\n"
+        ));
         assert!(t.contains("llamacpp:tokens_predicted_total 7\n"));
     }
 }

@@ -48,9 +48,15 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
         .thread_name("pocket-http")
         .enable_all()
         .build()?;
-    let listener = rt.block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port)))?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind((
+        args.host.as_str(),
+        args.port,
+    )))?;
     let addr = listener.local_addr()?;
-    eprintln!("pocket serve: listening on http://{addr} (loading {})", args.model.display());
+    eprintln!(
+        "pocket serve: listening on http://{addr} (loading {})",
+        args.model.display()
+    );
 
     let engine_app = app.clone();
     std::thread::Builder::new()
@@ -77,7 +83,8 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let a = &app.args;
     let t0 = Instant::now();
     let model = Arc::new(Model::load_with(&a.model, LoadOptions::default())?);
-    let template = ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, a.chat_template.as_deref())?;
+    let template =
+        ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, a.chat_template.as_deref())?;
     let n_ctx_slot = a.ctx_size / a.parallel;
     let mut o = SessionOptions {
         n_ctx: n_ctx_slot,
@@ -93,7 +100,12 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let session = Session::try_new(&model, o)?;
     let (tx, rx) = mpsc::channel();
     let threads = session.threads();
-    let loaded = Loaded { model: model.clone(), template, jobs: tx, n_ctx_slot };
+    let loaded = Loaded {
+        model: model.clone(),
+        template,
+        jobs: tx,
+        n_ctx_slot,
+    };
     if app.loaded.set(loaded).is_err() {
         return Err("the model was loaded twice".into());
     }

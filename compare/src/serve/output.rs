@@ -106,7 +106,10 @@ fn held_back(text: &str, stop: &str) -> usize {
     (1..stop.len().min(text.len() + 1))
         .rev()
         .find(|&n| {
-            text.is_char_boundary(text.len() - n) && stop.as_bytes().starts_with(&text.as_bytes()[text.len() - n..])
+            text.is_char_boundary(text.len() - n)
+                && stop
+                    .as_bytes()
+                    .starts_with(&text.as_bytes()[text.len() - n..])
         })
         .unwrap_or(0)
 }
@@ -137,7 +140,10 @@ mod tests {
     #[test]
     fn stop_strings_cut_and_partial_matches_are_held_then_released() {
         let (got, text, stop) = feed(&["</s>"], &["Hello", " wor", "ld<", "/", "s>", "x"]);
-        assert_eq!((got.as_str(), text.as_str()), ("Hello world", "Hello world"));
+        assert_eq!(
+            (got.as_str(), text.as_str()),
+            ("Hello world", "Hello world")
+        );
         assert_eq!(stop.as_deref(), Some("</s>"));
         let (got, _, stop) = feed(&["</s>"], &["a<", "b"]);
         assert_eq!((got.as_str(), stop), ("a<b", None));

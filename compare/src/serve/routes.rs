@@ -51,12 +51,19 @@ pub fn router(app: Arc<App>) -> Router {
 
 /// The model, or 503 while it loads.
 pub fn loaded(app: &App) -> Result<&Loaded, ApiError> {
-    app.loaded.get().ok_or_else(|| ApiError::Unavailable("Loading model".into()))
+    app.loaded
+        .get()
+        .ok_or_else(|| ApiError::Unavailable("Loading model".into()))
 }
 
 /// API key (all but health and the page), then the loading state; a body over the limit
 /// is answered here in the API's error shape.
-async fn gate(State(app): State<Arc<App>>, headers: HeaderMap, req: Request, next: Next) -> Response {
+async fn gate(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path();
     let public = matches!(path, "/health" | "/v1/health" | "/");
     if let (Some(key), false) = (&app.args.api_key, public) {
@@ -74,7 +81,10 @@ async fn gate(State(app): State<Arc<App>>, headers: HeaderMap, req: Request, nex
     }
     let resp = next.run(req).await;
     if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        let e = bad(format!("the request body is larger than the limit of {} bytes", app.args.max_body));
+        let e = bad(format!(
+            "the request body is larger than the limit of {} bytes",
+            app.args.max_body
+        ));
         return (StatusCode::PAYLOAD_TOO_LARGE, Json(e.body())).into_response();
     }
     resp
@@ -103,7 +113,9 @@ async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
 
 async fn props(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let l = loaded(&app)?;
-    let defaults = GenFields::default().settings(&app.args)?.to_json(l.n_ctx_slot);
+    let defaults = GenFields::default()
+        .settings(&app.args)?
+        .to_json(l.n_ctx_slot);
     Ok(Json(json!({
         "default_generation_settings": {"n_ctx": l.n_ctx_slot, "params": defaults, "id": 0, "is_processing": false},
         "total_slots": app.args.parallel,
@@ -119,15 +131,21 @@ async fn props(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
 
 async fn slots(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     if app.args.no_slots {
-        return Err(ApiError::NotSupported("This server does not support slots endpoint. Start it with `--slots`".into()));
+        return Err(ApiError::NotSupported(
+            "This server does not support slots endpoint. Start it with `--slots`".into(),
+        ));
     }
     let views = app.shared.slots.lock().unwrap().clone();
-    Ok(Json(Value::Array(views.iter().map(|v| v.to_json()).collect())))
+    Ok(Json(Value::Array(
+        views.iter().map(|v| v.to_json()).collect(),
+    )))
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
     if !app.args.metrics {
-        return Err(ApiError::NotSupported("This server does not support metrics endpoint. Start it with `--metrics`".into()));
+        return Err(ApiError::NotSupported(
+            "This server does not support metrics endpoint. Start it with `--metrics`".into(),
+        ));
     }
     let text = app.shared.metrics.lock().unwrap().prometheus();
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
@@ -179,7 +197,10 @@ async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Result<Json<Val
     let req: DetokenizeRequest = parse_body(&body)?;
     let tok = &loaded(&app)?.model.tokenizer;
     if let Some(&id) = req.tokens.iter().find(|&&id| id as usize >= tok.n_vocab()) {
-        return Err(bad(format!("token id {id} is outside the vocabulary of {}", tok.n_vocab())));
+        return Err(bad(format!(
+            "token id {id} is outside the vocabulary of {}",
+            tok.n_vocab()
+        )));
     }
     let bytes = tok.detokenize(&req.tokens, false, true);
     Ok(Json(json!({"content": String::from_utf8_lossy(&bytes)})))

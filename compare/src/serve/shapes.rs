@@ -29,7 +29,9 @@ pub struct Shape {
 }
 
 pub fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn usage(d: &Done) -> Value {
@@ -114,7 +116,13 @@ impl Shape {
     }
 
     /// A chunk of streamed text.
-    pub fn piece(&self, text: &str, tokens: &[u32], id_slot: Option<usize>, n_decoded: usize) -> Value {
+    pub fn piece(
+        &self,
+        text: &str,
+        tokens: &[u32],
+        id_slot: Option<usize>,
+        n_decoded: usize,
+    ) -> Value {
         match self.api {
             Api::Native => json!({
                 "index": 0, "content": text, "tokens": tokens, "stop": false,

@@ -65,7 +65,10 @@ impl Active {
 
     /// Tokens still allowed, if limited.
     pub fn remaining(&self) -> Option<usize> {
-        self.job.settings.n_predict.map(|n| n.saturating_sub(self.tokens.len()))
+        self.job
+            .settings
+            .n_predict
+            .map(|n| n.saturating_sub(self.tokens.len()))
     }
 
     /// The prompt is evaluated and generates nothing (`n_predict: 0`).

@@ -4,7 +4,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 
-
 use pocket_model::chat::ChatTemplate;
 use pocket_model::Model;
 
