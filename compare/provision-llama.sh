@@ -31,7 +31,10 @@ ref="$CACHE/llama.cpp-build"
 native="$CACHE/llama.cpp-native"
 # llama-completion is the classic text-completion CLI (`-p ... -n ... --temp 0`); in b11434
 # llama-cli became a chat client built on the server stack, which we do not need.
-ref_tools=(llama-bench llama-perplexity llama-simple llama-completion llama-quantize llama-tokenize)
+# llama-server: the reference `pocket serve` is tested and benchmarked against (its web UI
+# is not built: no assets are fetched). A build made before it was added gets just this
+# target on the next run (the other targets are up to date).
+ref_tools=(llama-bench llama-perplexity llama-simple llama-completion llama-quantize llama-tokenize llama-server)
 native_tools=(llama-bench llama-perplexity)
 say() { echo "[llama.cpp] $*" >&2; }
 
@@ -115,7 +118,8 @@ build() {
   # shellcheck disable=SC2086  # the flag strings are word lists on purpose
   cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release $os_flags $flags \
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
     -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF \
     ${LLAMA_CMAKE_FLAGS:-} >"$dir.configure.log" 2>&1 || { tail -30 "$dir.configure.log"; exit 1; }
   say "building $* ($label) with $jobs jobs (about 15 minutes on 2 cores; ccache makes a second build shorter)"

@@ -50,6 +50,12 @@ pub enum Error {
     /// One engine's repetition of one test (`pocket on m.gguf pp512 t2`).
     #[error("{run}: {source}")]
     Engine { run: String, source: Box<Error> },
+    /// `pocket serve` refused its flags.
+    #[error(transparent)]
+    ServeArgs(#[from] crate::serve::args::ArgsError),
+    /// `pocket serve` could not start.
+    #[error("serve: {0}")]
+    Serve(&'static str),
     #[error(transparent)]
     Model(#[from] pocket_model::ModelError),
     #[error(transparent)]

@@ -28,6 +28,7 @@ pub mod pocket_bench;
 pub mod profiling;
 pub mod receipt;
 pub mod report;
+pub mod serve;
 pub mod sysinfo;
 
 pub use error::{Error, Result};

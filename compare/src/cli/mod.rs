@@ -42,6 +42,12 @@ enum Command {
     Chat(chat_cmd::ChatArgs),
     /// Perplexity of a text file, by llama-perplexity's method.
     Perplexity(perplexity_cmd::PerplexityArgs),
+    /// HTTP server with llama-server's and OpenAI's API (`pocket serve --help`).
+    #[command(disable_help_flag = true)]
+    Serve {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -63,6 +69,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::Chat(args) => chat_cmd::run(args),
         Command::Perplexity(args) => perplexity_cmd::run(args),
+        Command::Serve { args } => crate::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,274 @@
+//! The engine thread: one [`Session`] with a KV-cache sequence per slot, fed by a channel
+//! of [`Job`]s. Each step it admits waiting jobs to free slots (the slot whose cached
+//! tokens share the longest prefix with the prompt; only the rest is prefilled), drops the
+//! jobs whose client went away, and runs ONE forward batch holding the next token of every
+//! generating slot and a chunk of the pending prompts (at most `n_batch` rows in all):
+//! continuous batching. It never runs on the async runtime's threads.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use pocket_model::{Batch, Session};
+
+use super::job::{Event, Finish, Job};
+use super::metrics::SlotView;
+use super::slot::{Active, Outcome};
+use super::state::Shared;
+
+pub struct Engine<'m> {
+    s: Session<'m>,
+    slots: Vec<Option<Active>>,
+    pending: VecDeque<Job>,
+    n_batch: usize,
+    shared: Arc<Shared>,
+    /// Scratch for masking end-of-generation logits (`ignore_eos`).
+    masked: Vec<f32>,
+}
+
+impl<'m> Engine<'m> {
+    pub fn new(s: Session<'m>, n_batch: usize, shared: Arc<Shared>) -> Engine<'m> {
+        let n = s.n_seq();
+        Engine {
+            s,
+            slots: (0..n).map(|_| None).collect(),
+            pending: VecDeque::new(),
+            n_batch,
+            shared,
+            masked: Vec::new(),
+        }
+    }
+
+    /// Serves jobs until every sender is gone.
+    pub fn run(mut self, rx: Receiver<Job>) {
+        loop {
+            if self.idle() {
+                match rx.recv() {
+                    Ok(job) => self.pending.push_back(job),
+                    Err(_) => return,
+                }
+            }
+            loop {
+                match rx.try_recv() {
+                    Ok(job) => self.pending.push_back(job),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) if self.idle() => return,
+                    Err(TryRecvError::Disconnected) => break,
+                }
+            }
+            self.drop_cancelled();
+            self.admit();
+            self.step();
+            self.publish();
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.pending.is_empty() && self.slots.iter().all(Option::is_none)
+    }
+
+    fn drop_cancelled(&mut self) {
+        let before = self.pending.len();
+        self.pending.retain(|j| !j.events.is_closed());
+        let gone = before - self.pending.len();
+        let mut cancelled = gone as u64;
+        self.shared.queued.fetch_sub(gone, Ordering::SeqCst);
+        for i in 0..self.slots.len() {
+            if self.slots[i].as_ref().is_some_and(Active::cancelled) {
+                // Nothing to tell the client: it is gone. What the slot evaluated stays
+                // cached for the next request.
+                self.slots[i] = None;
+                cancelled += 1;
+            }
+        }
+        let mut m = self.shared.metrics.lock().unwrap();
+        m.requests_cancelled += cancelled;
+        m.requests_done += cancelled;
+    }
+
+    /// Moves waiting jobs to free slots, in arrival order.
+    fn admit(&mut self) {
+        let mut waiting = VecDeque::new();
+        while let Some(job) = self.pending.pop_front() {
+            match self.pick_slot(&job) {
+                Some((slot, common)) => {
+                    self.s.truncate_seq(slot, common);
+                    self.slots[slot] = Some(Active::new(job, common));
+                    self.shared.queued.fetch_sub(1, Ordering::SeqCst);
+                }
+                None => waiting.push_back(job),
+            }
+        }
+        self.pending = waiting;
+    }
+
+    /// A free slot for `job` and how many of its prompt's tokens it keeps: the requested
+    /// slot, else the one sharing the longest prefix (at least the prompt's last token is
+    /// evaluated again: its logits are needed).
+    fn pick_slot(&self, job: &Job) -> Option<(usize, usize)> {
+        let keep = |slot: usize| {
+            if !job.settings.cache_prompt {
+                return 0;
+            }
+            let common = self
+                .s
+                .seq_tokens(slot)
+                .iter()
+                .zip(&job.prompt)
+                .take_while(|(a, b)| a == b)
+                .count();
+            common.min(job.prompt.len() - 1)
+        };
+        if let Some(slot) = job.settings.id_slot {
+            return self.slots[slot].is_none().then(|| (slot, keep(slot)));
+        }
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_none())
+            // Longest prefix first; among equals the slot holding least (keeps others' caches).
+            .max_by_key(|&i| (keep(i), usize::MAX - self.s.seq_len(i)))
+            .map(|i| (i, keep(i)))
+    }
+
+    /// One forward batch over every busy slot.
+    fn step(&mut self) {
+        let mut batch = Batch::new();
+        let mut wants: Vec<usize> = Vec::new(); // the slot of each logits row
+        let (mut gen_rows, mut prompt_rows) = (0usize, 0usize);
+        for (i, a) in self.slots.iter().enumerate() {
+            if let Some(t) = a.as_ref().and_then(|a| a.next_token) {
+                batch.add(t, self.s.seq_len(i), i, true);
+                wants.push(i);
+                gen_rows += 1;
+            }
+        }
+        let mut budget = self.n_batch.saturating_sub(gen_rows).max(1);
+        for (i, a) in self.slots.iter().enumerate() {
+            let Some(a) = a.as_ref().filter(|a| a.prefilling()) else {
+                continue;
+            };
+            if budget == 0 {
+                break;
+            }
+            let p = &a.job.prompt;
+            let n = (p.len() - a.prompt_done).min(budget);
+            let pos0 = self.s.seq_len(i);
+            for k in 0..n {
+                let idx = a.prompt_done + k;
+                let last = idx + 1 == p.len();
+                batch.add(p[idx], pos0 + k, i, last);
+                if last {
+                    wants.push(i);
+                }
+            }
+            budget -= n;
+            prompt_rows += n;
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        let result = self.s.forward_batch(&batch).map(|l| l.to_vec());
+        let secs = t0.elapsed().as_secs_f64();
+        let logits = match result {
+            Ok(l) => l,
+            Err(e) => return self.fail_batch(&batch, &e.to_string()),
+        };
+        for row in &batch.rows {
+            if let Some(a) = self.slots[row.seq].as_mut() {
+                if a.prefilling() {
+                    a.prompt_done += 1;
+                }
+            }
+        }
+        {
+            let mut m = self.shared.metrics.lock().unwrap();
+            let total = (gen_rows + prompt_rows) as f64;
+            m.n_decode += 1;
+            m.n_busy_slots += self.slots.iter().filter(|a| a.is_some()).count() as u64;
+            m.prompt_tokens += prompt_rows as u64;
+            m.prompt_seconds += secs * prompt_rows as f64 / total;
+            m.predicted_seconds += secs * gen_rows as f64 / total;
+        }
+        let n_vocab = self.s.model.config.n_vocab;
+        for (k, &slot) in wants.iter().enumerate() {
+            self.sample_and_accept(slot, &logits[k * n_vocab..(k + 1) * n_vocab]);
+        }
+    }
+
+    fn sample_and_accept(&mut self, slot: usize, logits: &[f32]) {
+        let model = self.s.model;
+        let tok = &model.tokenizer;
+        let (seq_len, n_ctx) = (self.s.seq_len(slot), self.s.n_ctx());
+        let Some(a) = self.slots[slot].as_mut() else {
+            return;
+        };
+        if a.wants_no_tokens() {
+            return self.finish(slot, Finish::Limit);
+        }
+        let token = if a.job.settings.ignore_eos {
+            self.masked.clear();
+            self.masked.extend_from_slice(logits);
+            for &id in tok.eog_ids() {
+                if let Some(l) = self.masked.get_mut(id as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+            a.sampler.sample(&self.masked)
+        } else {
+            a.sampler.sample(logits)
+        };
+        let mut m = self.shared.metrics.lock().unwrap();
+        m.tokens_predicted += 1;
+        m.n_tokens_max = m.n_tokens_max.max(seq_len as u64 + 1);
+        drop(m);
+        if let Outcome::Finished(f) = a.accept(tok, token, seq_len, n_ctx) {
+            self.finish(slot, f);
+        }
+    }
+
+    fn finish(&mut self, slot: usize, f: Finish) {
+        if let Some(a) = self.slots[slot].take() {
+            let t = a.finish(slot, f);
+            let mut m = self.shared.metrics.lock().unwrap();
+            m.prompt_tokens_cached += t.cache_n as u64;
+            m.requests_done += 1;
+        }
+    }
+
+    /// A forward error (not expected: rows are checked before they are built): the slots
+    /// of the batch get it, their sequences are forgotten.
+    fn fail_batch(&mut self, batch: &Batch, msg: &str) {
+        let mut seqs: Vec<usize> = batch.rows.iter().map(|r| r.seq).collect();
+        seqs.dedup();
+        for seq in seqs {
+            if let Some(a) = self.slots[seq].take() {
+                let _ = a.job.events.send(Event::Failed(msg.to_string()));
+            }
+            self.s.clear_seq(seq);
+        }
+    }
+
+    /// What `/slots` and `/metrics` show.
+    fn publish(&self) {
+        let views: Vec<SlotView> = (0..self.slots.len())
+            .map(|i| {
+                let a = self.slots[i].as_ref();
+                SlotView {
+                    id: i,
+                    n_ctx: self.s.n_ctx(),
+                    id_task: a.map(|a| a.job.id),
+                    n_cached: self.s.seq_len(i),
+                    n_decoded: a.map_or(0, |a| a.tokens.len()),
+                    n_remain: a.and_then(Active::remaining),
+                }
+            })
+            .collect();
+        let busy = views.iter().filter(|v| v.id_task.is_some()).count();
+        *self.shared.slots.lock().unwrap() = views;
+        let mut m = self.shared.metrics.lock().unwrap();
+        m.requests_processing = busy as u64;
+        m.requests_deferred = self.pending.len() as u64;
+    }
+}

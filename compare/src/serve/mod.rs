@@ -1,0 +1,122 @@
+//! `pocket serve -m MODEL [--host H] [--port P] [-c CTX] [-np SLOTS] ...`: an HTTP server
+//! with llama-server's and OpenAI's API. The HTTP side (axum on a small tokio runtime)
+//! parses, checks and shapes; the engine thread (`engine.rs`) owns the one `Session`
+//! whose KV-cache sequences are the slots, and runs continuous batching over them.
+//!
+//! Files: `args` (flags), `routes` (router, gate, info endpoints), `complete` (generation
+//! endpoints, SSE), `api` (request bodies), `shapes` (response bodies), `job` (what passes
+//! between the two sides), `engine` + `slot` + `output` (the scheduler, one generation,
+//! its text), `metrics`, `error`, `state`, `chat.html` (the page at `/`).
+
+mod api;
+pub mod args;
+mod complete;
+mod engine;
+mod error;
+mod job;
+mod metrics;
+mod output;
+mod routes;
+mod shapes;
+mod slot;
+mod state;
+
+use std::ffi::OsString;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use pocket_model::chat::ChatTemplate;
+use pocket_model::{LoadOptions, Model, Session, SessionOptions};
+
+use self::state::{App, Loaded};
+
+/// Runs the server until it is killed (or Ctrl-C).
+pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
+    let parsed = match args::parse(raw) {
+        Ok(p) => p,
+        Err(args::ArgsError::Clap(e)) => e.exit(),
+        Err(e) => return Err(e.into()),
+    };
+    for flag in &parsed.ignored {
+        eprintln!("note: {flag} has no effect on pocket (a CPU engine); ignored");
+    }
+    let args = parsed.args;
+    let app = Arc::new(App::new(args.clone()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("pocket-http")
+        .enable_all()
+        .build()?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind((
+        args.host.as_str(),
+        args.port,
+    )))?;
+    let addr = listener.local_addr()?;
+    eprintln!(
+        "pocket serve: listening on http://{addr} (loading {})",
+        args.model.display()
+    );
+
+    let engine_app = app.clone();
+    std::thread::Builder::new()
+        .name("pocket-engine".into())
+        .spawn(move || {
+            if let Err(e) = load_and_serve(&engine_app) {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        })?;
+
+    rt.block_on(async move {
+        axum::serve(listener, routes::router(app))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+    })?;
+    Ok(())
+}
+
+/// On the engine thread: loads the model, publishes it, then runs the engine.
+fn load_and_serve(app: &App) -> crate::Result<()> {
+    let a = &app.args;
+    let t0 = Instant::now();
+    let model = Arc::new(Model::load_with(&a.model, LoadOptions::default())?);
+    let template =
+        ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, a.chat_template.as_deref())?;
+    let n_ctx_slot = a.ctx_size / a.parallel;
+    let mut o = SessionOptions {
+        n_ctx: n_ctx_slot,
+        n_seq: a.parallel,
+        pin: true,
+        type_k: a.type_k,
+        type_v: a.type_v,
+        ..Default::default()
+    };
+    if let Some(t) = a.threads {
+        o.n_threads = t.max(1);
+    }
+    let session = Session::try_new(&model, o)?;
+    let (tx, rx) = mpsc::channel();
+    let threads = session.threads();
+    let loaded = Loaded {
+        model: model.clone(),
+        template,
+        jobs: tx,
+        n_ctx_slot,
+    };
+    if app.loaded.set(loaded).is_err() {
+        return Err(crate::Error::Serve("the model was loaded twice"));
+    }
+    eprintln!(
+        "pocket serve: model loaded in {:.0} ms; {} slots of {} tokens, {} threads, {}",
+        t0.elapsed().as_secs_f64() * 1e3,
+        a.parallel,
+        n_ctx_slot,
+        threads,
+        model.isa.name()
+    );
+    engine::Engine::new(session, a.batch_size, app.shared.clone()).run(rx);
+    Ok(())
+}

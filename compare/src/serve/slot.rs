@@ -1,0 +1,130 @@
+//! One slot's generation in flight: its job, sampler, text and timings. The engine
+//! (`engine.rs`) decides what each slot evaluates per step; this file is what happens to
+//! a slot when its logits come back.
+
+use std::time::Instant;
+
+use pocket_model::sampler::Sampler;
+use pocket_model::tokenizer::Tokenizer;
+
+use super::job::{Done, Event, Finish, Job, JobTimings};
+use super::output::Output;
+
+pub struct Active {
+    pub job: Job,
+    pub sampler: Sampler,
+    out: Output,
+    /// The prompt's tokens before this index are in the slot's cache.
+    pub prompt_done: usize,
+    /// The sampled token that goes into the next batch (generation phase).
+    pub next_token: Option<u32>,
+    pub tokens: Vec<u32>,
+    started: Instant,
+    first_token: Option<Instant>,
+    pub timings: JobTimings,
+}
+
+/// What a sampled token did to its slot.
+pub enum Outcome {
+    /// Evaluate the token next step.
+    Continue,
+    Finished(Finish),
+}
+
+impl Active {
+    /// A job on a slot whose cache holds `cached` of its prompt's first tokens.
+    pub fn new(job: Job, cached: usize) -> Active {
+        let mut sampler = Sampler::new(job.settings.sampling.clone());
+        job.prompt.iter().for_each(|&t| sampler.accept(t));
+        let out = Output::new(job.settings.stop.clone());
+        Active {
+            sampler,
+            out,
+            prompt_done: cached,
+            next_token: None,
+            tokens: Vec::new(),
+            started: Instant::now(),
+            first_token: None,
+            timings: JobTimings {
+                cache_n: cached,
+                prompt_n: job.prompt.len() - cached,
+                ..Default::default()
+            },
+            job,
+        }
+    }
+
+    pub fn prefilling(&self) -> bool {
+        self.prompt_done < self.job.prompt.len()
+    }
+
+    /// The client went away.
+    pub fn cancelled(&self) -> bool {
+        self.job.events.is_closed()
+    }
+
+    /// Tokens still allowed, if limited.
+    pub fn remaining(&self) -> Option<usize> {
+        self.job
+            .settings
+            .n_predict
+            .map(|n| n.saturating_sub(self.tokens.len()))
+    }
+
+    /// The prompt is evaluated and generates nothing (`n_predict: 0`).
+    pub fn wants_no_tokens(&self) -> bool {
+        self.job.settings.n_predict == Some(0)
+    }
+
+    /// Takes the token sampled from this slot's logits; `seq_len` is the slot's cache
+    /// length and `n_ctx` its capacity.
+    pub fn accept(&mut self, tok: &Tokenizer, token: u32, seq_len: usize, n_ctx: usize) -> Outcome {
+        if self.first_token.is_none() {
+            self.first_token = Some(Instant::now());
+            self.timings.prompt_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        }
+        self.sampler.accept(token);
+        if !self.job.settings.ignore_eos && tok.is_eog(token) {
+            return Outcome::Finished(Finish::Eos);
+        }
+        self.tokens.push(token);
+        let step = self.out.push(tok, token);
+        if let Some((text, tokens)) = step.piece {
+            let _ = self.job.events.send(Event::Piece { text, tokens });
+        }
+        if let Some(word) = step.stopped {
+            return Outcome::Finished(Finish::Word(word));
+        }
+        if self.remaining() == Some(0) || seq_len >= n_ctx {
+            return Outcome::Finished(Finish::Limit);
+        }
+        self.next_token = Some(token);
+        Outcome::Continue
+    }
+
+    /// Sends what is left and the final result.
+    pub fn finish(mut self, slot: usize, finish: Finish) -> JobTimings {
+        if !matches!(finish, Finish::Word(_)) {
+            if let Some((text, tokens)) = self.out.finish() {
+                let _ = self.job.events.send(Event::Piece { text, tokens });
+            }
+        }
+        self.timings.predicted_n = self.tokens.len();
+        self.timings.predicted_ms = self
+            .first_token
+            .map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
+        if self.first_token.is_none() {
+            self.timings.prompt_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        }
+        let done = Done {
+            id_slot: slot,
+            content: std::mem::take(&mut self.out.text),
+            tokens: std::mem::take(&mut self.tokens),
+            finish,
+            n_prompt: self.job.prompt.len(),
+            timings: self.timings,
+        };
+        let _ = self.job.events.send(Event::Done(Box::new(done)));
+        self.timings
+    }
+}

@@ -1,0 +1,60 @@
+//! State shared by the HTTP handlers and the engine thread.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use pocket_model::chat::ChatTemplate;
+use pocket_model::Model;
+
+use super::args::ServeArgs;
+use super::job::Job;
+use super::metrics::{Metrics, SlotView};
+
+/// What the engine thread writes and the handlers read.
+#[derive(Default)]
+pub struct Shared {
+    pub metrics: Mutex<Metrics>,
+    pub slots: Mutex<Vec<SlotView>>,
+    /// Jobs sent to the engine and not yet on a slot (the bounded queue).
+    pub queued: AtomicUsize,
+}
+
+/// The model, once loaded, and the way to the engine.
+pub struct Loaded {
+    pub model: Arc<Model>,
+    pub template: ChatTemplate,
+    pub jobs: Sender<Job>,
+    /// Tokens each slot holds.
+    pub n_ctx_slot: usize,
+}
+
+pub struct App {
+    pub args: ServeArgs,
+    pub shared: Arc<Shared>,
+    pub loaded: OnceLock<Loaded>,
+    /// The name reported for the model (`--alias`, else the file name).
+    pub model_name: String,
+    next_id: AtomicU64,
+}
+
+impl App {
+    pub fn new(args: ServeArgs) -> App {
+        let model_name = args.alias.clone().unwrap_or_else(|| {
+            args.model
+                .file_name()
+                .map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned())
+        });
+        App {
+            args,
+            shared: Arc::default(),
+            loaded: OnceLock::new(),
+            model_name,
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}

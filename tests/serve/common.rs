@@ -1,0 +1,166 @@
+//! Helpers of the `pocket serve` tests: a server on a free port (killed on drop) and curl
+//! as the client (a real, independent HTTP implementation).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct Server {
+    child: Child,
+    pub base: String,
+    /// One server at a time: the tests' timing bounds assume the cores are theirs.
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl Server {
+    /// Starts `pocket serve -m MODEL --port 0 ARGS` and waits for /health to say ok.
+    pub fn start(model: &Path, args: &[&str]) -> Server {
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
+            .arg("serve")
+            .arg("-m")
+            .arg(model)
+            .args(["--port", "0", "-t", "2"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start pocket serve");
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let base = loop {
+            line.clear();
+            assert!(
+                err.read_line(&mut line).unwrap() > 0,
+                "pocket serve exited before listening"
+            );
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest.split(' ').next().unwrap().to_string();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in err.lines() {});
+        let s = Server {
+            child,
+            base,
+            _serial: serial,
+        };
+        let t0 = Instant::now();
+        while s.get("/health").0 != 200 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the model did not load"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// GET: (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        curl(&[&self.url(path)])
+    }
+
+    /// POST a raw body: (status, body).
+    pub fn post_raw(&self, path: &str, body: &str, extra: &[&str]) -> (u16, String) {
+        let url = self.url(path);
+        let mut a = vec![
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+            url.as_str(),
+        ];
+        a.splice(0..0, extra.iter().copied());
+        curl(&a)
+    }
+
+    /// POST JSON, expect 200, return the parsed body.
+    pub fn post(&self, path: &str, body: &Value) -> Value {
+        let (status, text) = self.post_raw(path, &body.to_string(), &[]);
+        assert_eq!(status, 200, "POST {path} {body}: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    /// POST with `stream: true`: the `data:` payloads of the SSE body, in order.
+    pub fn stream(&self, path: &str, body: &Value) -> Vec<String> {
+        let (status, text) = self.post_raw(path, &body.to_string(), &["-N"]);
+        assert_eq!(status, 200, "POST {path} {body}: {text}");
+        sse_data(&text)
+    }
+
+    /// A metric's value from /metrics.
+    pub fn metric(&self, name: &str) -> f64 {
+        let (_, text) = self.get("/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no metric {name} in\n{text}"))
+    }
+
+    /// A streaming request left running: curl's stdout, read line by line.
+    pub fn open_stream(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> (Child, BufReader<std::process::ChildStdout>) {
+        let mut child = Command::new("curl")
+            .args([
+                "-sN",
+                "-H",
+                "Content-Type: application/json",
+                "--data-binary",
+            ])
+            .arg(body.to_string())
+            .arg(self.url(path))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run curl");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        (child, out)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs curl; returns (HTTP status, body).
+pub fn curl(args: &[&str]) -> (u16, String) {
+    let out: Output = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The `data:` payloads of an SSE body.
+pub fn sse_data(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Parsed JSON of SSE payloads (all but `[DONE]`).
+pub fn chunks(data: &[String]) -> Vec<Value> {
+    data.iter()
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+        .collect()
+}

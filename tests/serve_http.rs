@@ -1,0 +1,437 @@
+//! `pocket serve` end to end, with curl as the client, on SmolLM2-135M-Instruct: the
+//! endpoints' shapes, streamed text equal to non-streamed text, the server's text equal to
+//! `pocket run`'s (the single-sequence generation loop), concurrent requests equal to the
+//! same requests alone, prefix reuse, cancellation by a closed connection, the bounded
+//! queue, and bad input (each with its status and error body, the server serving on).
+
+mod common;
+#[path = "serve/common.rs"]
+mod serve_common;
+
+use std::io::BufRead;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use serve_common::{chunks, Server};
+
+fn content(v: &Value) -> String {
+    v["content"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn streamed_text_equals_non_streamed_and_pocket_run() {
+    let model = common::smollm2();
+    let s = Server::start(&model, &["-c", "1024", "-np", "2", "--metrics"]);
+    let prompt = "The capital of France is";
+    let req = json!({"prompt": prompt, "n_predict": 24, "temperature": 0});
+    let whole = s.post("/completion", &req);
+    assert_eq!(whole["stop"], true);
+    assert_eq!(whole["stop_type"], "limit");
+    assert_eq!(whole["tokens_predicted"], 24);
+    assert_eq!(whole["timings"]["predicted_n"], 24);
+    assert!(content(&whole).contains("Paris"), "{whole}");
+
+    // The same greedy continuation as `pocket run` (one sequence, model::generate).
+    let run = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["run", "-m"])
+        .arg(&model)
+        .args(["-p", prompt, "-n", "24", "-t", "2", "--no-echo"])
+        .output()
+        .unwrap();
+    let run_text = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run_text.trim_end_matches('\n'),
+        content(&whole).trim_end_matches('\n')
+    );
+
+    // Native stream: pieces, then a final object with stop: true; no [DONE].
+    let data = s.stream(
+        "/completion",
+        &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "stream": true}),
+    );
+    assert_ne!(data.last().unwrap(), "[DONE]");
+    let ch = chunks(&data);
+    let (last, pieces) = ch.split_last().unwrap();
+    assert_eq!(last["stop"], true);
+    assert!(pieces.iter().all(|c| c["stop"] == false));
+    let streamed: String = pieces.iter().map(content).collect();
+    assert_eq!(streamed, content(&whole));
+    assert_eq!(
+        last["timings"]["cache_n"], 4,
+        "the second request reuses the cached prompt (all but its last token)"
+    );
+
+    // OpenAI completions, streamed and not.
+    let oai = json!({"model": "x", "prompt": prompt, "max_tokens": 16, "temperature": 0});
+    let whole = s.post("/v1/completions", &oai);
+    assert_eq!(whole["object"], "text_completion");
+    assert_eq!(whole["choices"][0]["finish_reason"], "length");
+    assert_eq!(whole["usage"]["completion_tokens"], 16);
+    let mut st = oai.clone();
+    st["stream"] = json!(true);
+    let data = s.stream("/v1/completions", &st);
+    assert_eq!(data.last().unwrap(), "[DONE]");
+    let text: String = chunks(&data)
+        .iter()
+        .filter_map(|c| c["choices"][0]["text"].as_str().map(String::from))
+        .collect();
+    assert_eq!(text, whole["choices"][0]["text"].as_str().unwrap());
+
+    // Chat, streamed and not, with usage in the stream.
+    let chat = json!({"messages": [{"role": "system", "content": "You are a helpful assistant."},
+                                   {"role": "user", "content": "What is the capital of France?"}],
+                      "max_tokens": 32, "temperature": 0});
+    let whole = s.post("/v1/chat/completions", &chat);
+    assert_eq!(whole["object"], "chat.completion");
+    let answer = whole["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(answer.contains("Paris"), "{whole}");
+    assert_eq!(
+        whole["choices"][0]["finish_reason"], "stop",
+        "ends at <|im_end|>: {whole}"
+    );
+    assert!(whole["timings"]["prompt_n"].as_u64().unwrap() > 10);
+    let mut st = chat.clone();
+    st["stream"] = json!(true);
+    st["stream_options"] = json!({"include_usage": true});
+    let data = s.stream("/v1/chat/completions", &st);
+    assert_eq!(data.last().unwrap(), "[DONE]");
+    let ch = chunks(&data);
+    assert!(ch.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    assert_eq!(ch[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = ch
+        .iter()
+        .filter_map(|c| {
+            c["choices"].get(0)?["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(text, answer);
+    let usage = &ch.last().unwrap()["usage"];
+    assert_eq!(
+        usage["completion_tokens"],
+        whole["usage"]["completion_tokens"]
+    );
+    assert!(
+        usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap()
+            > 10,
+        "{usage}"
+    );
+
+    // Stop strings cut the text; the metrics count what was done.
+    let v = s.post(
+        "/completion",
+        &json!({"prompt": prompt, "n_predict": 24, "temperature": 0, "stop": ["\n"]}),
+    );
+    assert_eq!(
+        (v["stop_type"].as_str(), v["stopping_word"].as_str()),
+        (Some("word"), Some("\n"))
+    );
+    assert_eq!(content(&v), " Paris.");
+    assert!(s.metric("llamacpp:tokens_predicted_total") >= 24.0 * 2.0 + 16.0 * 2.0);
+    assert!(s.metric("llamacpp:prompt_tokens_total") > 5.0);
+    assert_eq!(s.metric("llamacpp:requests_processing"), 0.0);
+}
+
+#[test]
+fn concurrent_requests_return_what_each_returns_alone() {
+    let s = Server::start(&common::smollm2(), &["-c", "2048", "-np", "4", "-b", "64"]);
+    let prompts = [
+        "The capital of France is",
+        "Once upon a time, in a small village,",
+        "def fibonacci(n):",
+        "The three primary colors are red, blue and",
+    ];
+    let req =
+        |p: &str| json!({"prompt": p, "n_predict": 32, "temperature": 0, "cache_prompt": false});
+    let alone: Vec<String> = prompts
+        .iter()
+        .map(|p| content(&s.post("/completion", &req(p))))
+        .collect();
+    let together: Vec<String> = std::thread::scope(|sc| {
+        let hs: Vec<_> = prompts
+            .iter()
+            .map(|p| sc.spawn(|| content(&s.post("/completion", &req(p)))))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(alone, together);
+    // And with prefix reuse (the default): the same text again, the prompt from the cache.
+    let again = s.post(
+        "/completion",
+        &json!({"prompt": prompts[1], "n_predict": 32, "temperature": 0}),
+    );
+    assert_eq!(content(&again), alone[1]);
+    assert!(again["timings"]["cache_n"].as_u64().unwrap() > 0, "{again}");
+}
+
+/// Reads SSE lines until `n` data lines came.
+fn read_chunks(out: &mut impl BufRead, n: usize) {
+    let mut got = 0;
+    let mut line = String::new();
+    while got < n {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the stream ended early"
+        );
+        got += line.starts_with("data: ") as usize;
+    }
+}
+
+#[test]
+fn a_closed_connection_stops_its_slot_and_the_queue_is_bounded() {
+    let s = Server::start(
+        &common::smollm2(),
+        &["-c", "4096", "-np", "1", "--queue-size", "0", "--metrics"],
+    );
+    let long = json!({"prompt": "Count: 1, 2, 3,", "n_predict": 3000, "ignore_eos": true, "temperature": 0, "stream": true});
+    let (mut curl, mut out) = s.open_stream("/completion", &long);
+    read_chunks(&mut out, 3);
+    // The one slot is busy: one request may wait, the next one is refused.
+    let waiting = std::thread::scope(|sc| {
+        let waiter = sc.spawn(|| {
+            s.post(
+                "/completion",
+                &json!({"prompt": "Hi", "n_predict": 4, "temperature": 0}),
+            )
+        });
+        let t0 = Instant::now();
+        while s.metric("llamacpp:requests_deferred") < 1.0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the second request never queued"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (status, body) = s.post_raw("/completion", r#"{"prompt": "Hi", "n_predict": 4}"#, &[]);
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("unavailable_error"), "{body}");
+        // Closing the stream frees the slot for the waiting request at once.
+        let _ = curl.kill();
+        let _ = curl.wait();
+        waiter.join().unwrap()
+    });
+    assert_eq!(waiting["tokens_predicted"], 4);
+    let predicted = s.metric("llamacpp:tokens_predicted_total");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        s.metric("llamacpp:tokens_predicted_total"),
+        predicted,
+        "generation went on after the client left"
+    );
+    assert!(
+        predicted < 1000.0,
+        "the cancelled stream generated {predicted} tokens"
+    );
+    assert_eq!(s.metric("pocket:requests_cancelled_total"), 1.0);
+    assert_eq!(s.metric("llamacpp:requests_processing"), 0.0);
+
+    // A request that does not stream is cancelled too when its client gives up.
+    let mut long = long.clone();
+    long["stream"] = json!(false);
+    let (status, _) = s.post_raw("/completion", &long.to_string(), &["--max-time", "1"]);
+    assert_eq!(status, 0, "curl gave up");
+    let t0 = Instant::now();
+    while s.metric("pocket:requests_cancelled_total") < 2.0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the abandoned request was not cancelled"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t0 = Instant::now();
+    let v = s.post(
+        "/completion",
+        &json!({"prompt": "Hi", "n_predict": 4, "temperature": 0}),
+    );
+    assert_eq!(v["tokens_predicted"], 4);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "the next request waited {:?}",
+        t0.elapsed()
+    );
+}
+
+fn error_of(status_body: (u16, String)) -> (u16, Value) {
+    let (status, body) = status_body;
+    let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (status, v["error"].clone())
+}
+
+#[test]
+fn bad_input_gets_its_status_and_error_body_and_the_server_goes_on() {
+    let s = Server::start(
+        &common::smollm2(),
+        &[
+            "-c",
+            "256",
+            "-np",
+            "2",
+            "--api-key",
+            "sekret",
+            "--max-body",
+            "4096",
+            "-a",
+            "smol",
+        ],
+    );
+    let key = ["-H", "Authorization: Bearer sekret"];
+    assert_eq!(s.get("/health").0, 200, "health is open");
+    let (st, e) = error_of(s.get("/v1/models"));
+    assert_eq!(
+        (st, e["type"].as_str()),
+        (401, Some("authentication_error"))
+    );
+    let (st, _) = error_of(s.post_raw("/completion", "{}", &["-H", "Authorization: Bearer wrong"]));
+    assert_eq!(st, 401);
+
+    let cases: &[(&str, &str, u16, &str)] = &[
+        ("/completion", "{not json", 400, "invalid_request_error"),
+        ("/completion", "[1, 2]", 400, "invalid_request_error"),
+        (
+            "/completion",
+            r#"{"prompt": "Hi", "n_predict": "ten"}"#,
+            400,
+            "invalid_request_error",
+        ),
+        (
+            "/completion",
+            r#"{"n_predict": 3}"#,
+            400,
+            "invalid_request_error",
+        ),
+        (
+            "/completion",
+            r#"{"prompt": [1, 99999999]}"#,
+            400,
+            "invalid_request_error",
+        ),
+        (
+            "/completion",
+            r#"{"prompt": "Hi", "id_slot": 7}"#,
+            400,
+            "invalid_request_error",
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": []}"#,
+            400,
+            "invalid_request_error",
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user", "content": 5}]}"#,
+            400,
+            "invalid_request_error",
+        ),
+        (
+            "/detokenize",
+            r#"{"tokens": [-1]}"#,
+            400,
+            "invalid_request_error",
+        ),
+        ("/nope", "{}", 404, "not_found_error"),
+    ];
+    for &(path, body, status, kind) in cases {
+        let (st, e) = error_of(s.post_raw(path, body, &key));
+        assert_eq!(
+            (st, e["type"].as_str()),
+            (status, Some(kind)),
+            "{path} {body}: {e}"
+        );
+        assert_eq!(e["code"], status);
+        assert!(!e["message"].as_str().unwrap().is_empty());
+    }
+    let long = "word ".repeat(300);
+    let (st, e) = error_of(s.post_raw("/completion", &json!({"prompt": long}).to_string(), &key));
+    assert_eq!(
+        (st, e["type"].as_str()),
+        (400, Some("exceed_context_size_error"))
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds the available context size"),
+        "{e}"
+    );
+    let huge = json!({"prompt": "x".repeat(10_000)}).to_string();
+    let (st, e) = error_of(s.post_raw("/completion", &huge, &key));
+    assert_eq!(st, 413, "{e}");
+
+    // Still serving, and the info endpoints answer.
+    let (st, body) = s.post_raw("/completion", r#"{"prompt": "Hi", "n_predict": 3}"#, &key);
+    assert_eq!(st, 200, "{body}");
+    let (_, models) = serve_common::curl(&["-H", key[1], &s.url("/v1/models")]);
+    let models: Value = serde_json::from_str(&models).unwrap();
+    assert_eq!(models["data"][0]["id"], "smol");
+    let (_, props) = serve_common::curl(&["-H", key[1], &s.url("/props")]);
+    let props: Value = serde_json::from_str(&props).unwrap();
+    assert_eq!(props["total_slots"], 2);
+    assert_eq!(props["default_generation_settings"]["n_ctx"], 128);
+    let (_, slots) =
+        serde_json::from_str::<Value>(&serve_common::curl(&["-H", key[1], &s.url("/slots")]).1)
+            .map(|v| ((), v))
+            .unwrap();
+    assert_eq!(slots.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn tokenize_detokenize_apply_template_and_flags() {
+    let s = Server::start(&common::smollm2(), &["-c", "512", "-np", "1"]);
+    let v = s.post("/tokenize", &json!({"content": "Hello world"}));
+    let ids: Vec<u64> = v["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{v}");
+    let back = s.post("/detokenize", &json!({"tokens": ids}));
+    assert_eq!(back["content"], "Hello world");
+    let v = s.post(
+        "/tokenize",
+        &json!({"content": "Hello", "with_pieces": true}),
+    );
+    assert_eq!(v["tokens"][0]["piece"], "Hello");
+    let v = s.post(
+        "/apply-template",
+        &json!({"messages": [{"role": "user", "content": "Hi"}]}),
+    );
+    assert!(
+        v["prompt"]
+            .as_str()
+            .unwrap()
+            .ends_with("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
+        "{v}"
+    );
+    let (st, page) = s.get("/");
+    assert_eq!(st, 200);
+    assert!(page.contains("/v1/chat/completions"));
+    assert_eq!(
+        s.get("/metrics").0,
+        501,
+        "metrics are off without --metrics"
+    );
+
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pocket"))
+            .arg("serve")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["-m", "x.gguf", "--lora", "a.gguf"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--lora"));
+    let out = run(&["-m", "x.gguf", "--bogus"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+}
