@@ -38,7 +38,6 @@
 #![forbid(unsafe_code)]
 
 pub mod act;
-pub(crate) mod driver;
 pub mod packed;
 pub mod scalar;
 

@@ -3,10 +3,8 @@
 //! kernels, so SIMD results are compared against these with a tight tolerance.
 
 use super::act::QuantizedActivation;
-use super::driver::{drive, TileKernel, TileRows};
 use super::packed::packed_k::read_record;
 use super::packed::{Layout, PackedMatrix, PANEL, QK};
-use std::ops::Range;
 
 /// Integer dot of one packed Q4 (panel, block) row `i` with 32 activation codes:
 /// `Σ nibble·q` over the block (nibbles unsigned 0..=15).
@@ -36,55 +34,53 @@ fn h(bits: u16) -> f32 {
     half::f16::from_bits(bits).to_f32()
 }
 
-/// Q4_0 row `i`: per 32-block `d·da·(Σqa − 8·Σa)`.
-fn q4_0_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
-    let (a, ad, asum) = (act.row_qs(t), act.row_d(t), act.row_sum(t));
-    let qb = Layout::Q4_0.quant_bytes_per_block();
-    let mut acc = 0f32;
-    for b in 0..act.blocks() {
-        let isum = q4_block_dot(&q[b * qb..], i, &a[b * QK..]) - 8 * asum[b];
-        acc = (h(s[b * 8 + i]) * ad[b]).mul_add(isum as f32, acc);
-    }
-    acc
-}
-
-/// Q8_0 row `i`: per 32-block `d·da·Σqa`.
-fn q8_0_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
-    let (a, ad) = (act.row_qs(t), act.row_d(t));
-    let qb = Layout::Q8_0.quant_bytes_per_block();
-    let mut acc = 0f32;
-    for b in 0..act.blocks() {
-        let isum = q8_block_dot(&q[b * qb..], i, &a[b * QK..]);
-        acc = (h(s[b * 8 + i]) * ad[b]).mul_add(isum as f32, acc);
-    }
-    acc
-}
-
-/// Q4_1 row `i`: per 32-block `d·da·Σqa + m·(da·Σa)`.
-fn q4_1_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
-    let (a, ad, ads) = (act.row_qs(t), act.row_d(t), act.row_ds(t));
-    let qb = Layout::Q4_1.quant_bytes_per_block();
-    let mut acc = 0f32;
-    for b in 0..act.blocks() {
-        let isum = q4_block_dot(&q[b * qb..], i, &a[b * QK..]);
-        acc = (h(s[b * 16 + i]) * ad[b]).mul_add(isum as f32, acc);
-        acc = h(s[b * 16 + 8 + i]).mul_add(ads[b], acc);
-    }
-    acc
-}
-
-/// Q4_1 with (d, m) shared by 64-element groups, row `i`.
-fn q4_1x64_row(q: &[u8], s: &[u16], i: usize, act: &QuantizedActivation, t: usize) -> f32 {
-    let (a, ad, ads) = (act.row_qs(t), act.row_d(t), act.row_ds(t));
-    let qb = Layout::Q4_1x64.quant_bytes_per_block();
-    let mut acc = 0f32;
-    for g in 0..act.blocks() / 2 {
-        let (b0, b1) = (2 * g, 2 * g + 1);
-        let i0 = q4_block_dot(&q[b0 * qb..], i, &a[b0 * QK..]);
-        let i1 = q4_block_dot(&q[b1 * qb..], i, &a[b1 * QK..]);
-        let tmp = (i1 as f32).mul_add(ad[b1], i0 as f32 * ad[b0]);
-        acc = tmp.mul_add(h(s[g * 16 + i]), acc);
-        acc = h(s[g * 16 + 8 + i]).mul_add(ads[b0] + ads[b1], acc);
+/// The 8 outputs of internal panel `p` for activation row `t`.
+pub fn panel_dot(w: &PackedMatrix, p: usize, act: &QuantizedActivation, t: usize) -> [f32; 8] {
+    let q = w.panel_quants(p);
+    let s = w.panel_scales(p);
+    let a = act.row_qs(t);
+    let ad = act.row_d(t);
+    let asum = act.row_sum(t);
+    let ads = act.row_ds(t);
+    let nb = w.blocks();
+    let qb = w.layout.quant_bytes_per_block();
+    let mut acc = [0f32; PANEL];
+    for (i, acc) in acc.iter_mut().enumerate() {
+        match w.layout {
+            Layout::Q4_0 => {
+                for b in 0..nb {
+                    let isum = q4_block_dot(&q[b * qb..], i, &a[b * QK..]) - 8 * asum[b];
+                    *acc = (h(s[b * 8 + i]) * ad[b]).mul_add(isum as f32, *acc);
+                }
+            }
+            Layout::Q8_0 => {
+                for b in 0..nb {
+                    let isum = q8_block_dot(&q[b * qb..], i, &a[b * QK..]);
+                    *acc = (h(s[b * 8 + i]) * ad[b]).mul_add(isum as f32, *acc);
+                }
+            }
+            Layout::Q4_1 => {
+                for b in 0..nb {
+                    let isum = q4_block_dot(&q[b * qb..], i, &a[b * QK..]);
+                    *acc = (h(s[b * 16 + i]) * ad[b]).mul_add(isum as f32, *acc);
+                    *acc = h(s[b * 16 + 8 + i]).mul_add(ads[b], *acc);
+                }
+            }
+            Layout::Q4_1x64 => {
+                for g in 0..nb / 2 {
+                    let (b0, b1) = (2 * g, 2 * g + 1);
+                    let i0 = q4_block_dot(&q[b0 * qb..], i, &a[b0 * QK..]);
+                    let i1 = q4_block_dot(&q[b1 * qb..], i, &a[b1 * QK..]);
+                    let tmp = (i1 as f32).mul_add(ad[b1], i0 as f32 * ad[b0]);
+                    *acc = tmp.mul_add(h(s[g * 16 + i]), *acc);
+                    *acc = h(s[g * 16 + 8 + i]).mul_add(ads[b0] + ads[b1], *acc);
+                }
+            }
+            Layout::Q4_K | Layout::Q5_K => *acc = q4_k_row(w.layout, q, s, i, act, t),
+            Layout::Q6_K => *acc = q6_k_row(q, s, i, act, t),
+            Layout::Q5_0 => *acc = q5_0_row(q, s, i, act, t),
+            Layout::F16 => *acc = f16_row(q, i, act.row_f32(t)),
+        }
     }
     acc
 }
@@ -195,64 +191,20 @@ pub fn gemm(
     panels: std::ops::Range<usize>,
     swiglu_pairs: bool,
 ) {
-    drive(Scalar, w, act, tokens, out, ld, panels, swiglu_pairs)
-}
-
-/// The scalar reference as the driver's tile kernel: one token per tile, one row function
-/// per layout.
-#[derive(Clone, Copy)]
-pub(crate) struct Scalar;
-
-/// `[row(i, t + j) for i in 0..8] for j in 0..N`.
-fn panel<const N: usize>(a: &TileRows<()>, row: impl Fn(usize, usize) -> f32) -> [[f32; PANEL]; N] {
-    std::array::from_fn(|j| std::array::from_fn(|i| row(i, a.t + j)))
-}
-
-impl TileKernel for Scalar {
-    type Acc = [f32; PANEL];
-    type Prep = ();
-    const MAX_TILE: usize = 1;
-
-    fn plan(self, _: Layout, _: usize) -> (usize, ()) {
-        (1, ())
-    }
-    fn prepare(self, _: &QuantizedActivation, _: Range<usize>, _: usize, _: &mut ()) {}
-
-    fn q4_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q4_0_row(q, s, i, a.act, t))
-    }
-    fn q4_1<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q4_1_row(q, s, i, a.act, t))
-    }
-    fn q4_1x64<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q4_1x64_row(q, s, i, a.act, t))
-    }
-    fn q8_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q8_0_row(q, s, i, a.act, t))
-    }
-    fn q5_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q5_0_row(q, s, i, a.act, t))
-    }
-    fn q4_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q4_k_row(Layout::Q4_K, q, s, i, a.act, t))
-    }
-    fn q5_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q4_k_row(Layout::Q5_K, q, s, i, a.act, t))
-    }
-    fn q6_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| q6_k_row(q, s, i, a.act, t))
-    }
-    fn f16<const N: usize>(self, q: &[u8], a: &TileRows<()>) -> [Self::Acc; N] {
-        panel(a, |i, t| f16_row(q, i, a.act.row_f32(t)))
-    }
-
-    fn zero(self) -> Self::Acc {
-        [0.0; PANEL]
-    }
-    fn silu_mul(self, g: Self::Acc, u: Self::Acc) -> Self::Acc {
-        std::array::from_fn(|i| swiglu(g[i], u[i]))
-    }
-    fn store(self, v: Self::Acc, out: &mut [f32]) {
-        out.copy_from_slice(&v[..out.len()]);
+    let r0 = panels.start * PANEL;
+    for p in panels {
+        let n = (w.rows - p * PANEL).min(PANEL);
+        for t in tokens.clone() {
+            let o = &mut out[(t - tokens.start) * ld + p * PANEL - r0..][..n];
+            if swiglu_pairs {
+                let g = panel_dot(w, 2 * p, act, t);
+                let u = panel_dot(w, 2 * p + 1, act, t);
+                for i in 0..n {
+                    o[i] = swiglu(g[i], u[i]);
+                }
+            } else {
+                o.copy_from_slice(&panel_dot(w, p, act, t)[..n]);
+            }
+        }
     }
 }

@@ -37,8 +37,7 @@
 //! they are `asm!` inside `#[target_feature]` functions.
 //!
 //! Structure: `gemm_neon` / `gemm_dotprod` / `gemm_i8mm` are the `#[target_feature]`
-//! roots of the shared driver (`crate::matmul::driver`, on [`Arm`]`<C>`); everything below
-//! them (driver, tiles, epilogues, the [`Core`] integer sums) is
+//! roots; everything below them (driver, tiles, epilogues, the [`Core`] integer sums) is
 //! `#[inline(always)]` without target features, so each root compiles into one function
 //! with its features, and the tiny `#[target_feature]` asm primitives ([`sdot_lane`],
 //! [`smmla`], [`f16x8`]) inline into it. (A `#[target_feature]` on the mid-sized cores
@@ -62,12 +61,10 @@ pub mod q8_0;
 
 use cores::{Codes, Sums};
 
-use crate::matmul::driver::{drive, TileKernel, TileRows};
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
 use crate::Isa;
 use std::arch::aarch64::*;
 use std::arch::asm;
-use std::marker::PhantomData;
 use std::ops::Range;
 
 /// The 8 rows of one panel: rows 0-3 and rows 4-7.
@@ -207,6 +204,10 @@ pub fn per_token<'a, T, const N: usize>(
 
 // ---- driver ----------------------------------------------------------------------------
 
+/// Activation rows whose codes stay cache-resident while all panels of the range are swept
+/// (a multiple of every tile size).
+const TOKEN_CHUNK: usize = 24;
+
 /// Safe entry point: the gemm/gemv on level `isa` (`Neon`, `Dotprod` or `I8mm`) after
 /// checking the CPU supports it (panics otherwise, or for a non-ARM level).
 #[allow(clippy::too_many_arguments)]
@@ -249,8 +250,7 @@ macro_rules! gemm_root {
             panels: Range<usize>,
             swiglu: bool,
         ) {
-            // The root's contract: the CPU supports `$core`'s level.
-            drive(Arm::<$core>(PhantomData), w, act, tokens, out, ld, panels, swiglu)
+            drive::<$core>(w, act, tokens, out, ld, panels, swiglu)
         }
     };
 }
@@ -285,100 +285,104 @@ gemm_root!(
     I8mm
 );
 
-/// The tile kernels of core `C`'s level; a value exists only inside a `#[target_feature]`
-/// root whose contract is that the CPU supports that level, which is what makes its
-/// [`TileKernel`] methods sound.
-pub(crate) struct Arm<C>(PhantomData<C>);
-
-impl<C> Clone for Arm<C> {
-    fn clone(&self) -> Self {
-        *self
+/// Panels x token tiles. Safety: as [`gemm_neon`], for core `C`'s level.
+#[inline(always)]
+unsafe fn drive<C: Core>(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    tokens: Range<usize>,
+    out: &mut [f32],
+    ld: usize,
+    panels: Range<usize>,
+    swiglu: bool,
+) {
+    let r0 = panels.start * PANEL;
+    let mut c0 = tokens.start;
+    while c0 < tokens.end {
+        let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
+        for p in panels.clone() {
+            let n = (w.rows - p * PANEL).min(PANEL);
+            let off = p * PANEL - r0;
+            let mut t = c0;
+            while t < c1 {
+                let k = (c1 - t).min(C::TILE);
+                let o = &mut out[(t - tokens.start) * ld + off..];
+                match k {
+                    4 => emit::<C, 4>(w, p, act, t, o, ld, n, swiglu),
+                    3 => emit::<C, 3>(w, p, act, t, o, ld, n, swiglu),
+                    2 => emit::<C, 2>(w, p, act, t, o, ld, n, swiglu),
+                    _ => emit::<C, 1>(w, p, act, t, o, ld, n, swiglu),
+                }
+                t += k;
+            }
+        }
+        c0 = c1;
     }
 }
-impl<C> Copy for Arm<C> {}
 
-/// A layout's tile on core `C`.
-macro_rules! arm_tile {
-    ($($args:expr),*; $tile:path) => {
-        // SAFETY: an `Arm<C>` value exists, so the CPU supports `C`'s level.
-        unsafe { $tile($($args),*) }
-    };
+/// Computes output panel `p` for tokens `t..t+N` and writes `n` rows of each at
+/// `out[j * ld ..]`. Safety: core `C`'s level is supported.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn emit<C: Core, const N: usize>(
+    w: &PackedMatrix,
+    p: usize,
+    act: &QuantizedActivation,
+    t: usize,
+    out: &mut [f32],
+    ld: usize,
+    n: usize,
+    swiglu: bool,
+) {
+    // One call site of `tile` (it is inlined: one copy per layout and N, not two).
+    let z = vdupq_n_f32(0.0);
+    let mut r = [[[z; 2]; N]; 2];
+    let (first, count) = if swiglu { (2 * p, 2) } else { (p, 1) };
+    for k in 0..count {
+        r[k] = tile::<C, N>(w, first + k, act, t);
+    }
+    let mut v = r[0];
+    if swiglu {
+        for j in 0..N {
+            for h in 0..2 {
+                v[j][h] = silu_mul(v[j][h], r[1][j][h]);
+            }
+        }
+    }
+    for (j, v) in v.iter().enumerate() {
+        let o = &mut out[j * ld..j * ld + n];
+        if n == PANEL {
+            // SAFETY: `o` holds exactly 8 f32.
+            vst1q_f32(o.as_mut_ptr(), v[0]);
+            vst1q_f32(o.as_mut_ptr().add(4), v[1]);
+        } else {
+            let mut tmp = [0f32; PANEL];
+            vst1q_f32(tmp.as_mut_ptr(), v[0]);
+            vst1q_f32(tmp.as_mut_ptr().add(4), v[1]);
+            o.copy_from_slice(&tmp[..n]);
+        }
+    }
 }
 
-impl<C: Core> TileKernel for Arm<C> {
-    type Acc = F32x8;
-    type Prep = ();
-    const MAX_TILE: usize = C::TILE;
-
-    #[inline(always)]
-    fn plan(self, _: Layout, _: usize) -> (usize, ()) {
-        (C::TILE, ())
-    }
-    #[inline(always)]
-    fn prepare(self, _: &QuantizedActivation, _: Range<usize>, _: usize, _: &mut ()) {}
-
-    #[inline(always)]
-    fn q4_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q4_0::tile::<C, N>)
-    }
-    #[inline(always)]
-    fn q4_1<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q4_1::tile::<C, N>)
-    }
-    #[inline(always)]
-    fn q4_1x64<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q4_1::tile_x64::<C, N>)
-    }
-    #[inline(always)]
-    fn q8_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q8_0::tile::<C, N>)
-    }
-    #[inline(always)]
-    fn q5_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q5_0::tile::<C, N>)
-    }
-    #[inline(always)]
-    fn q4_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q4_k::tile::<C, N>)
-    }
-    #[inline(always)]
-    fn q5_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q5_k::tile::<C, N>)
-    }
-    #[inline(always)]
-    fn q6_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, s, a.act, a.t; q6_k::tile::<C, N>)
-    }
-    #[inline(always)]
-    fn f16<const N: usize>(self, q: &[u8], a: &TileRows<()>) -> [F32x8; N] {
-        arm_tile!(q, a.act, a.t; f16::tile::<N>)
-    }
-
-    #[inline(always)]
-    fn zero(self) -> F32x8 {
-        // SAFETY: NEON is baseline on aarch64.
-        unsafe { [vdupq_n_f32(0.0); 2] }
-    }
-    #[inline(always)]
-    fn silu_mul(self, g: F32x8, u: F32x8) -> F32x8 {
-        // SAFETY: NEON is baseline on aarch64.
-        unsafe { [silu_mul(g[0], u[0]), silu_mul(g[1], u[1])] }
-    }
-    #[inline(always)]
-    fn store(self, v: F32x8, out: &mut [f32]) {
-        let mut tmp = [0f32; PANEL];
-        let full = out.len() == PANEL;
-        let p = if full { out.as_mut_ptr() } else { tmp.as_mut_ptr() };
-        // SAFETY: `p` is valid for 8 f32 (`out` when it holds 8, else `tmp`); NEON is
-        // baseline on aarch64.
-        unsafe {
-            vst1q_f32(p, v[0]);
-            vst1q_f32(p.add(4), v[1]);
-        }
-        if !full {
-            let n = out.len();
-            out.copy_from_slice(&tmp[..n]);
-        }
+/// The 8 outputs of internal panel `p` for tokens `t..t+N`. Safety: `C`'s level.
+#[inline(always)]
+unsafe fn tile<C: Core, const N: usize>(
+    w: &PackedMatrix,
+    p: usize,
+    act: &QuantizedActivation,
+    t: usize,
+) -> [F32x8; N] {
+    let (q, s) = (w.panel_quants(p), w.panel_scales(p));
+    match w.layout {
+        Layout::Q4_0 => q4_0::tile::<C, N>(q, s, act, t),
+        Layout::Q4_1 => q4_1::tile::<C, N>(q, s, act, t),
+        Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, act, t),
+        Layout::Q8_0 => q8_0::tile::<C, N>(q, s, act, t),
+        Layout::Q4_K => q4_k::tile::<C, N>(q, s, act, t),
+        Layout::Q5_K => q5_k::tile::<C, N>(q, s, act, t),
+        Layout::Q6_K => q6_k::tile::<C, N>(q, s, act, t),
+        Layout::Q5_0 => q5_0::tile::<C, N>(q, s, act, t),
+        Layout::F16 => f16::tile::<N>(q, act, t),
     }
 }
 

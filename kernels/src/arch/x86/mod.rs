@@ -30,7 +30,6 @@ pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
-use crate::matmul::driver::{drive, TileKernel, TileRows};
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -45,8 +44,11 @@ pub const fn token_tile(layout: Layout) -> usize {
         _ => 4,
     }
 }
-/// Safe entry point: the driver on the AVX2 tiles after checking the CPU (panics without
-/// AVX2/FMA/F16C).
+/// Activation rows whose codes stay cache-resident while all panels of the range are swept
+/// (a multiple of both tile sizes; 8..128 measured within noise, 512 ~8% slower).
+const TOKEN_CHUNK: usize = 24;
+
+/// Safe entry point: [`gemm`] after checking the CPU (panics without AVX2/FMA/F16C).
 pub fn gemm_checked(
     w: &PackedMatrix,
     act: &QuantizedActivation,
@@ -56,21 +58,12 @@ pub fn gemm_checked(
     panels: Range<usize>,
     swiglu: bool,
 ) {
-    let k = Avx2::new().expect("AVX2 kernels requested on a CPU without AVX2/FMA/F16C");
-    // SAFETY: `k` exists, so the CPU supports avx2, fma and f16c.
-    unsafe { gemm(k, w, act, tokens, out, ld, panels, swiglu) }
-}
-
-/// The AVX2 tile kernels; a value exists only on a CPU with AVX2, FMA and F16C, which is
-/// what makes its [`TileKernel`] methods (safe wrappers over `#[target_feature]` fns)
-/// sound.
-#[derive(Clone, Copy)]
-pub(crate) struct Avx2(());
-
-impl Avx2 {
-    pub(crate) fn new() -> Option<Self> {
-        crate::Isa::Avx2.is_available().then_some(Avx2(()))
-    }
+    assert!(
+        crate::Isa::Avx2.is_available(),
+        "AVX2 kernels requested on a CPU without AVX2/FMA/F16C"
+    );
+    // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
+    unsafe { gemm(w, act, tokens, out, ld, panels, swiglu) }
 }
 
 /// gemv software-prefetch distance: the code bytes this far ahead of the block being read
@@ -92,17 +85,15 @@ pub(crate) unsafe fn prefetch_ahead(p: *const u8, lines: usize) {
     }
 }
 
-/// The `#[target_feature]` root: [`drive`] on the AVX2 tiles, compiled with their features
-/// so that the driver and the tiles inline into one function.
+/// The gemm/gemv driver (gemv = one token).
 ///
 /// # Safety
-/// The CPU must support AVX2, FMA and F16C (which `k` proves). Shapes must satisfy the
-/// contract checked by `crate::matmul::check`; violations panic on slice bounds, never
-/// read out of bounds.
+/// The CPU must support AVX2, FMA and F16C. Shapes must satisfy the contract checked by
+/// `crate::matmul::check` (activation width = matrix width, panel and token ranges in
+/// bounds, `out` long enough for `ld`); violations panic on slice bounds, never read out
+/// of bounds.
 #[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm(
-    k: Avx2,
+pub unsafe fn gemm(
     w: &PackedMatrix,
     act: &QuantizedActivation,
     tokens: Range<usize>,
@@ -111,138 +102,47 @@ unsafe fn gemm(
     panels: Range<usize>,
     swiglu: bool,
 ) {
-    drive(k, w, act, tokens, out, ld, panels, swiglu)
-}
-
-/// The interleaved activation tiles of the current chunk ([`interleave`]), when the gemm
-/// uses them (prefill on a layout with `tile_il` kernels).
-pub(crate) struct Interleaved {
-    on: bool,
-    buf: Vec<u8>,
-}
-
-impl Interleaved {
-    /// The interleaved tile of `N` tokens for the tile at `a.t`, if interleaving is on.
-    #[inline(always)]
-    fn tile<'a, const N: usize>(a: &TileRows<'a, Self>) -> Option<&'a [u8]> {
-        if !a.prep.on {
-            return None;
+    let r0 = panels.start * PANEL;
+    let il = tokens.len() > 1 && has_il(w.layout);
+    // The interleaved tiles are 4 tokens wide for every layout (asm cores).
+    let tt = if il { 4 } else { token_tile(w.layout) };
+    let nb = act.blocks();
+    let mut buf = Vec::new();
+    let mut c0 = tokens.start;
+    while c0 < tokens.end {
+        let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
+        if il {
+            interleave(act, c0..c1, tt, &mut buf);
         }
-        let n = a.act.blocks() * IL_REC;
-        let at = (a.t - a.chunk) * n;
-        Some(&a.prep.buf[at..at + N * n])
-    }
-}
-
-/// A layout's tile on the interleaved records when the chunk has them, else on the rows.
-macro_rules! il_or_rows {
-    ($q:ident, $s:ident, $a:ident, $il:path, $rows:path) => {
-        // SAFETY: an `Avx2` value exists, so the CPU supports AVX2, FMA and F16C.
-        unsafe {
-            match Interleaved::tile::<N>($a) {
-                Some(il) => $il($q, $s, il, $a.act.blocks()),
-                None => $rows($q, $s, $a.act, $a.t),
+        for p in panels.clone() {
+            let n = (w.rows - p * PANEL).min(PANEL);
+            let off = p * PANEL - r0;
+            let mut t = c0;
+            while t < c1 {
+                let k = (c1 - t).min(tt);
+                let base = (t - tokens.start) * ld + off;
+                // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3
+                // tokens reads the rows.
+                let src = if il && (k == 4 || w.layout != Layout::Q8_0) {
+                    let at = (t - c0) * nb * IL_REC;
+                    Src::Il(&buf[at..at + k * nb * IL_REC])
+                } else {
+                    Src::Rows(act, t)
+                };
+                let o = &mut out[base..];
+                // SAFETY (all six): same CPU-feature contract as this function.
+                match k {
+                    6 => unsafe { emit::<6>(w, p, src, o, ld, n, swiglu) },
+                    5 => unsafe { emit::<5>(w, p, src, o, ld, n, swiglu) },
+                    4 => unsafe { emit::<4>(w, p, src, o, ld, n, swiglu) },
+                    3 => unsafe { emit::<3>(w, p, src, o, ld, n, swiglu) },
+                    2 => unsafe { emit::<2>(w, p, src, o, ld, n, swiglu) },
+                    _ => unsafe { emit::<1>(w, p, src, o, ld, n, swiglu) },
+                }
+                t += k;
             }
         }
-    };
-}
-
-/// A layout without interleaved tiles.
-macro_rules! rows {
-    ($($args:expr),*; $rows:path) => {
-        // SAFETY: an `Avx2` value exists, so the CPU supports AVX2, FMA and F16C.
-        unsafe { $rows($($args),*) }
-    };
-}
-
-impl TileKernel for Avx2 {
-    type Acc = __m256;
-    type Prep = Interleaved;
-    const MAX_TILE: usize = 6;
-
-    #[inline(always)]
-    fn plan(self, layout: Layout, tokens: usize) -> (usize, Interleaved) {
-        let on = tokens > 1 && has_il(layout);
-        // The interleaved tiles are 4 tokens wide for every layout (asm cores).
-        let tile = if on { 4 } else { token_tile(layout) };
-        (tile, Interleaved { on, buf: Vec::new() })
-    }
-    #[inline(always)]
-    fn prepare(self, act: &QuantizedActivation, rows: Range<usize>, tile: usize, p: &mut Interleaved) {
-        if p.on {
-            interleave(act, rows, tile, &mut p.buf);
-        }
-    }
-
-    #[inline(always)]
-    fn q4_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        il_or_rows!(q, s, a, q4_0::tile_il::<N>, q4_0::tile::<N>)
-    }
-    #[inline(always)]
-    fn q4_1<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        il_or_rows!(q, s, a, q4_1::tile_il::<N>, q4_1::tile::<N>)
-    }
-    #[inline(always)]
-    fn q4_1x64<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        il_or_rows!(q, s, a, q4_1::tile_x64_il::<N>, q4_1::tile_x64::<N>)
-    }
-    #[inline(always)]
-    fn q5_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        il_or_rows!(q, s, a, q5_0::tile_il::<N>, q5_0::tile::<N>)
-    }
-    #[inline(always)]
-    fn q4_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        il_or_rows!(q, s, a, q4_k::tile_il::<N>, q4_k::tile::<N>)
-    }
-    #[inline(always)]
-    fn q8_0<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3 tokens
-        // reads the rows.
-        match Interleaved::tile::<N>(a) {
-            Some(il) if N == 4 => {
-                let v = rows!(q, s, il, a.act.blocks(); q8_0::tile_il4);
-                let mut r = [self.zero(); N];
-                r.copy_from_slice(&v);
-                r
-            }
-            _ => rows!(q, s, a.act, a.t; q8_0::tile::<N>),
-        }
-    }
-    #[inline(always)]
-    fn q5_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        rows!(q, s, a.act, a.t; q5_k::tile::<N>)
-    }
-    #[inline(always)]
-    fn q6_k<const N: usize>(self, q: &[u8], s: &[u16], a: &TileRows<Interleaved>) -> [__m256; N] {
-        rows!(q, s, a.act, a.t; q6_k::tile::<N>)
-    }
-    #[inline(always)]
-    fn f16<const N: usize>(self, q: &[u8], a: &TileRows<Interleaved>) -> [__m256; N] {
-        rows!(q, a.act, a.t; f16::tile::<N>)
-    }
-
-    #[inline(always)]
-    fn zero(self) -> __m256 {
-        // SAFETY: an `Avx2` value exists (AVX available).
-        unsafe { _mm256_setzero_ps() }
-    }
-    #[inline(always)]
-    fn silu_mul(self, g: __m256, u: __m256) -> __m256 {
-        // SAFETY: an `Avx2` value exists (AVX2, FMA available).
-        unsafe { silu_mul(g, u) }
-    }
-    #[inline(always)]
-    fn store(self, v: __m256, out: &mut [f32]) {
-        if out.len() == PANEL {
-            // SAFETY: `out` holds exactly 8 f32; AVX available (an `Avx2` value exists).
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
-        } else {
-            let mut tmp = [0f32; PANEL];
-            // SAFETY: `tmp` holds 8 f32; AVX available.
-            unsafe { _mm256_storeu_ps(tmp.as_mut_ptr(), v) };
-            let n = out.len();
-            out.copy_from_slice(&tmp[..n]);
-        }
+        c0 = c1;
     }
 }
 
@@ -312,8 +212,8 @@ const fn has_il(layout: Layout) -> bool {
 ///   [`QuantizedActivation::row_sum16`]), Q5_0 lane offsets `[n]` (`q5_lane_offsets`).
 ///
 /// So a tile reaches all its tokens' data through one pointer at fixed offsets (the
-/// per-token pointers and slices of the row-pointer tiles spilled general registers in
-/// the 4-token tile).
+/// per-token pointers and slices of [`Src::Rows`] spilled general registers in the
+/// 4-token tile).
 pub fn interleave(act: &QuantizedActivation, rows: Range<usize>, tt: usize, buf: &mut Vec<u8>) {
     let nb = act.blocks();
     buf.clear();
@@ -363,6 +263,100 @@ fn q5_lane_offsets(q: &[i8]) -> i32 {
         }
     }
     ((16 * lo) as i16 as u16 as u32 | ((16 * hi) as i16 as u16 as u32) << 16) as i32
+}
+
+/// Where a tile's activation rows come from.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    /// Rows `t..t+N` of the activation.
+    Rows(&'a QuantizedActivation, usize),
+    /// An interleaved tile of N tokens ([`interleave`]), `blocks·N·52` bytes.
+    Il(&'a [u8]),
+}
+
+/// Computes output panel `p` for tokens `t..t+N` and writes `n` rows of each at
+/// `out[j * ld ..]`.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn emit<const N: usize>(
+    w: &PackedMatrix,
+    p: usize,
+    src: Src,
+    out: &mut [f32],
+    ld: usize,
+    n: usize,
+    swiglu: bool,
+) {
+    let v = if swiglu {
+        let mut g = unsafe { tile::<N>(w, 2 * p, src) };
+        let u = unsafe { tile::<N>(w, 2 * p + 1, src) };
+        for j in 0..N {
+            g[j] = unsafe { silu_mul(g[j], u[j]) };
+        }
+        g
+    } else {
+        unsafe { tile::<N>(w, p, src) }
+    };
+    for (j, v) in v.iter().enumerate() {
+        let o = &mut out[j * ld..j * ld + n];
+        if n == PANEL {
+            // SAFETY: `o` holds exactly 8 f32.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), *v) };
+        } else {
+            let mut tmp = [0f32; PANEL];
+            // SAFETY: `tmp` holds 8 f32.
+            unsafe { _mm256_storeu_ps(tmp.as_mut_ptr(), *v) };
+            o.copy_from_slice(&tmp[..n]);
+        }
+    }
+}
+
+/// The 8 outputs of internal panel `p` for tokens `t..t+N`.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn tile<const N: usize>(w: &PackedMatrix, p: usize, src: Src) -> [__m256; N] {
+    let (q, s) = (w.panel_quants(p), w.panel_scales(p));
+    let (act, t) = match src {
+        // SAFETY: CPU features as required by this function's contract.
+        Src::Il(a) => unsafe {
+            return match w.layout {
+                Layout::Q4_0 => q4_0::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_1 => q4_1::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_1x64 => q4_1::tile_x64_il::<N>(q, s, a, w.blocks()),
+                Layout::Q4_K => q4_k::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q5_0 => q5_0::tile_il::<N>(q, s, a, w.blocks()),
+                Layout::Q8_0 if N == 4 => {
+                    let v = q8_0::tile_il4(q, s, a, w.blocks());
+                    let mut r = [_mm256_setzero_ps(); N];
+                    r.copy_from_slice(&v);
+                    r
+                }
+                _ => unreachable!("no interleaved tile for {:?}", w.layout),
+            };
+        },
+        Src::Rows(act, t) => (act, t),
+    };
+    // SAFETY: CPU features as required by this function's contract.
+    unsafe {
+        match w.layout {
+            Layout::Q4_0 => q4_0::tile::<N>(q, s, act, t),
+            Layout::Q4_1 => q4_1::tile::<N>(q, s, act, t),
+            Layout::Q4_1x64 => q4_1::tile_x64::<N>(q, s, act, t),
+            Layout::Q8_0 => q8_0::tile::<N>(q, s, act, t),
+            Layout::Q4_K => q4_k::tile::<N>(q, s, act, t),
+            Layout::Q6_K => q6_k::tile::<N>(q, s, act, t),
+            Layout::Q5_0 => q5_0::tile::<N>(q, s, act, t),
+            Layout::Q5_K => q5_k::tile::<N>(q, s, act, t),
+            Layout::F16 => f16::tile::<N>(q, act, t),
+        }
+    }
 }
 
 /// `silu(g) * u = g / (1 + exp(-g)) * u`, exp by range reduction to `2^n · e^r`,
