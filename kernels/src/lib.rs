@@ -8,10 +8,12 @@
 //! - [`ops`]: RMSNorm, RoPE, softmax, activations, f16 conversion (scalar, AVX2, NEON).
 //! - [`matmul`]: repacked Q4_0/Q4_1/Q8_0 weights, activation quantization, gemv/gemm
 //!   (scalar reference + dispatch); [`arch`]: the SIMD kernels behind it.
+//! - [`attention`]: the tiled causal attention over cached K/V rows (scalar; AVX2 build).
 //! - [`ggml_exact`]: scalar twins of llama.cpp's x86 CPU arithmetic, bit for bit, for
 //!   parity runs (`--numerics ggml`).
 
 pub(crate) mod arch;
+pub mod attention;
 pub mod dispatch;
 pub mod formats;
 pub mod ggml_exact;

@@ -1,22 +1,28 @@
-//! Causal self-attention over the KV cache, grouped-query: the query heads that share a
-//! KV head are processed together, so each cached K and V row is read (and converted from
-//! f16) once per step for the whole group. Scores, softmax and the weighted V sum are f32,
-//! computed on tiles of 16 keys (transposed keys; value rows summed with the output in
-//! registers): 1.9x faster than one dot product per (query, key) on a pp512 layer of MNN-Pocket.
+//! Causal self-attention over the KV cache: the cache's rows of one layer handed to the
+//! tiled kernel of `pocket_kernels::attention` (grouped-query, tiles of 16 keys; scalar,
+//! and the same body compiled for AVX2).
 
 use crate::kv_cache::KvCache;
 
+pub use pocket_kernels::attention::AttnScratch;
+use pocket_kernels::attention::{attend, KvRows, QueryBlock};
 use pocket_kernels::Isa;
 
-/// Scratch reused across calls (one per thread).
-#[derive(Default)]
-pub struct AttnScratch {
-    scores: Vec<f32>,
-    row: Vec<f32>,
-    /// One tile of 16 keys, transposed (`head_dim x 16`).
-    kt: Vec<f32>,
-    /// One tile of 16 value rows (`16 x head_dim`).
-    vt: Vec<f32>,
+/// Layer `l` of a cache, as the kernel reads it.
+struct LayerRows<'a> {
+    cache: &'a KvCache,
+    l: usize,
+}
+
+impl KvRows for LayerRows<'_> {
+    #[inline]
+    fn key(&self, pos: usize, off: usize, out: &mut [f32]) {
+        self.cache.read_k(self.l, pos, off, out)
+    }
+    #[inline]
+    fn value(&self, pos: usize, off: usize, out: &mut [f32]) {
+        self.cache.read_v(self.l, pos, off, out)
+    }
 }
 
 /// Attention of one token at `pos` for one KV head `g` of layer `l`.
@@ -63,212 +69,17 @@ pub fn attend_block(
     s: &mut AttnScratch,
     isa: Isa,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 && isa.is_available() {
-        // SAFETY: AVX2, FMA and F16C are present (`is_available`).
-        return unsafe {
-            attend_avx2(
-                cache, l, g, head_dim, q, q_stride, len, pos0, window, scale, out, s,
-            )
-        };
-    }
-    attend_body(
-        cache, l, g, head_dim, q, q_stride, len, pos0, window, scale, out, s, isa,
-    )
-}
-
-/// [`attend_body`] compiled for AVX2 (the loops vectorize 8-wide).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn attend_avx2(
-    cache: &KvCache,
-    l: usize,
-    g: usize,
-    head_dim: usize,
-    q: &[f32],
-    q_stride: usize,
-    len: usize,
-    pos0: usize,
-    window: usize,
-    scale: f32,
-    out: &mut [f32],
-    s: &mut AttnScratch,
-) {
-    attend_body(
-        cache,
-        l,
-        g,
-        head_dim,
+    let block = QueryBlock {
         q,
         q_stride,
         len,
+        head_dim,
+        kv_off: g * head_dim,
         pos0,
         window,
         scale,
-        out,
-        s,
-        Isa::Avx2,
-    )
-}
-
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn attend_body(
-    cache: &KvCache,
-    l: usize,
-    g: usize,
-    head_dim: usize,
-    q: &[f32],
-    q_stride: usize,
-    len: usize,
-    pos0: usize,
-    window: usize,
-    scale: f32,
-    out: &mut [f32],
-    s: &mut AttnScratch,
-    isa: Isa,
-) {
-    let heads = len / head_dim;
-    let bt = out.len() / len;
-    let lo_of = |pos: usize| {
-        if window > 0 {
-            (pos + 1).saturating_sub(window)
-        } else {
-            0
-        }
     };
-    let lo = lo_of(pos0);
-    let hi = pos0 + bt; // exclusive
-    let n = hi - lo;
-    let off = g * head_dim;
-    s.scores.resize(bt * heads * n, 0.0);
-    s.row.resize(head_dim, 0.0);
-    // Token i sees keys lo_of(pos0 + i)..=pos0 + i: columns vis(i) of its score rows.
-    let vis = |i: usize| lo_of(pos0 + i) - lo..pos0 + i + 1 - lo;
-    // Scores by tiles of 16 keys stored transposed (`kt[d·16 + k]`): a query element
-    // multiplies 16 keys at once (two 8-lane vectors) and no score needs a horizontal sum.
-    // A score's arithmetic does not depend on how tokens were batched (prefill and decode
-    // give equal bits).
-    let rows = bt * heads;
-    s.kt.resize(head_dim * 16, 0.0);
-    let qrow = |r: usize| {
-        let (i, h) = (r / heads, r % heads);
-        &q[i * q_stride + h * head_dim..i * q_stride + (h + 1) * head_dim]
-    };
-    for j0 in (0..n).step_by(16) {
-        let kn = 16.min(n - j0);
-        for k in 0..16 {
-            if k < kn {
-                cache.read_k(l, lo + j0 + k, off, &mut s.row);
-            } else {
-                s.row.fill(0.0);
-            }
-            for (d, &x) in s.row.iter().enumerate() {
-                s.kt[d * 16 + k] = x;
-            }
-        }
-        let seen = |r: usize| {
-            let v = vis(r / heads);
-            v.start < j0 + kn && v.end > j0
-        };
-        for r in 0..rows {
-            if seen(r) {
-                let acc = score_row(&s.kt, qrow(r));
-                let dst = &mut s.scores[r * n + j0..r * n + j0 + kn];
-                for (o, &x) in dst.iter_mut().zip(&acc) {
-                    *o = x * scale;
-                }
-            }
-        }
-    }
-    for i in 0..bt {
-        let v = vis(i);
-        for h in 0..heads {
-            let r = (i * heads + h) * n;
-            pocket_kernels::ops::softmax::softmax_with(isa, &mut s.scores[r + v.start..r + v.end]);
-        }
-    }
-    // Weighted V sum, out[r] = Σ_j p[r][j] · V[j]: the same additions in key order as a
-    // plain axpy loop (identical bits), but 32 output dims stay in registers across the
-    // 16 value rows of a tile instead of being loaded and stored for every key.
-    out.fill(0.0);
-    s.vt.resize(16 * head_dim, 0.0);
-    for j0 in (0..n).step_by(16) {
-        let kn = 16.min(n - j0);
-        for k in 0..kn {
-            cache.read_v(
-                l,
-                lo + j0 + k,
-                off,
-                &mut s.vt[k * head_dim..(k + 1) * head_dim],
-            );
-        }
-        for r in 0..rows {
-            let (i, h) = (r / heads, r % heads);
-            let v = vis(i);
-            let (ja, jz) = (v.start.max(j0), v.end.min(j0 + kn));
-            if ja >= jz {
-                continue;
-            }
-            let p = &s.scores[r * n + ja..r * n + jz];
-            let vt = &s.vt[(ja - j0) * head_dim..(jz - j0) * head_dim];
-            let o = &mut out[i * len + h * head_dim..i * len + (h + 1) * head_dim];
-            weighted_sum(o, p, vt, head_dim);
-        }
-    }
-}
-
-/// `o += Σ_j p[j] · vt[j·head_dim ..]`, in order of j, 32 dims of `o` at a time.
-#[inline(always)]
-fn weighted_sum(o: &mut [f32], p: &[f32], vt: &[f32], head_dim: usize) {
-    let mut d0 = 0;
-    while d0 + 32 <= head_dim {
-        let mut acc = [0f32; 32];
-        acc.copy_from_slice(&o[d0..d0 + 32]);
-        for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
-            let vr: &[f32; 32] = vr[d0..d0 + 32].try_into().unwrap();
-            for x in 0..32 {
-                acc[x] += pj * vr[x];
-            }
-        }
-        o[d0..d0 + 32].copy_from_slice(&acc);
-        d0 += 32;
-    }
-    for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
-        for (o, &v) in o[d0..].iter_mut().zip(&vr[d0..]) {
-            *o += pj * v;
-        }
-    }
-}
-
-/// Scores of query row `q` against the 16 transposed keys of `kt`, each summed in four
-/// interleaved partial chains (d mod 4) combined pairwise. Why not one chain: SmolLM2's
-/// large q·k terms cancel, and a single 64-term f32 chain moved its perplexity by 0.16%
-/// (the 4-way split matches the former 16-way per-key dot to within 0.01%).
-#[inline(always)]
-fn score_row(kt: &[f32], q: &[f32]) -> [f32; 16] {
-    let mut acc = [[0f32; 16]; 4];
-    for (kr, qd) in kt.chunks_exact(64).zip(q.chunks_exact(4)) {
-        for p in 0..4 {
-            let kr: &[f32; 16] = kr[16 * p..16 * p + 16].try_into().unwrap();
-            for k in 0..16 {
-                acc[p][k] += qd[p] * kr[k];
-            }
-        }
-    }
-    let mut out = [0f32; 16];
-    for k in 0..16 {
-        out[k] = (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]);
-    }
-    // head_dim % 4 tail (no model has one; kept exact for any size).
-    let done = q.len() / 4 * 4;
-    for d in done..q.len() {
-        for k in 0..16 {
-            out[k] += q[d] * kt[d * 16 + k];
-        }
-    }
-    out
+    attend(&LayerRows { cache, l }, &block, out, s, isa)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod act;
+pub mod attention;
 pub mod f16;
 pub mod q4_0;
 pub mod q4_1;
