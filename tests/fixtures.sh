@@ -29,11 +29,13 @@ sha256() {
 
 # --- a private Python: the gguf package (reader oracle) and what downloading the sdist needs
 venv="$CACHE/venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import gguf, numpy, setuptools_scm, git, tabulate" 2>/dev/null; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import gguf, numpy, setuptools_scm, git, tabulate, openai" 2>/dev/null; then
   say "creating $venv"
-  "$HOST_PY" -m venv "$venv"
+  [ -x "$venv/bin/python" ] || "$HOST_PY" -m venv "$venv"
+  # GitPython, tabulate: llama.cpp's scripts/compare-llama-bench.py (compare tests);
+  # openai: the real client `pocket serve` is tested with (tests/serve_openai.rs).
   "$venv/bin/python" -m pip install -q --disable-pip-version-check gguf numpy "setuptools>=77" setuptools-scm wheel \
-    GitPython tabulate  # the last two: llama.cpp's scripts/compare-llama-bench.py (compare tests)
+    GitPython tabulate openai
 fi
 PY="$venv/bin/python"
 
