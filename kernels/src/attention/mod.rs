@@ -118,4 +118,6 @@ fn check(a: &QueryBlock, out_len: usize) {
     );
 }
 
+/// The generic body, for the x86 `#[target_feature]` build and the tests.
+#[cfg(any(target_arch = "x86_64", test))]
 pub(crate) use tiled::attend_body;
