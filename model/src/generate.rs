@@ -191,8 +191,9 @@ impl<'a> StopFilter<'a> {
 }
 
 /// The length of the longest suffix of `text` that is a proper prefix of `stop`, cut at
-/// a char boundary of `text`.
-fn longest_prefix_suffix(text: &str, stop: &str) -> usize {
+/// a char boundary of `text`: what a streaming front end holds back in case the next
+/// piece completes the stop string.
+pub fn longest_prefix_suffix(text: &str, stop: &str) -> usize {
     (1..stop.len().min(text.len() + 1))
         .rev()
         .find(|&n| {

@@ -4,6 +4,7 @@
 //! the server steps many generations at once instead of looping over one.
 
 use pocket_model::tokenizer::{StreamDecoder, Tokenizer};
+use pocket_model::generate::longest_prefix_suffix;
 
 pub struct Output {
     stop: Vec<String>,
@@ -81,7 +82,7 @@ impl Output {
         let hold = self
             .stop
             .iter()
-            .map(|s| held_back(&self.text[self.sent..], s))
+            .map(|s| longest_prefix_suffix(&self.text[self.sent..], s))
             .max()
             .unwrap_or(0);
         Step {
@@ -98,20 +99,6 @@ impl Output {
         self.sent = end;
         Some((s, std::mem::take(&mut self.pending_tokens)))
     }
-}
-
-/// The length of the longest suffix of `text` that is a proper prefix of `stop`, at a
-/// char boundary.
-fn held_back(text: &str, stop: &str) -> usize {
-    (1..stop.len().min(text.len() + 1))
-        .rev()
-        .find(|&n| {
-            text.is_char_boundary(text.len() - n)
-                && stop
-                    .as_bytes()
-                    .starts_with(&text.as_bytes()[text.len() - n..])
-        })
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

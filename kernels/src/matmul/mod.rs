@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 pub mod act;
+mod layout;
 pub mod packed;
 pub mod scalar;
 
