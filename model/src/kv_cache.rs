@@ -51,10 +51,7 @@ impl KvType {
     /// Whether rows of heads of `head_dim` elements can be stored in this type.
     pub fn check(self, head_dim: usize) -> Result<(), KvTypeError> {
         if head_dim % self.block() != 0 {
-            return Err(KvTypeError::HeadSize {
-                ty: self,
-                head_dim,
-            });
+            return Err(KvTypeError::HeadSize { ty: self, head_dim });
         }
         Ok(())
     }

@@ -174,7 +174,6 @@ impl Breakdown {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -145,7 +145,6 @@ fn check_batching(m: &Model, name: &str) {
             "{name}: continuous batch logit row {j} differs from alone"
         );
     }
-
 }
 
 /// fork + truncate: sequence 1 takes the first k tokens of sequence 0, then goes on with
@@ -246,5 +245,8 @@ fn bad_rows_are_errors_before_any_work() {
 #[test]
 fn ggml_numerics_batched_sequences_are_bit_identical_to_alone() {
     let name = "SmolLM2-135M-Instruct.Q4_1.gguf";
-    check_batching(&load(name, Numerics::Ggml), &format!("{name} (ggml numerics)"));
+    check_batching(
+        &load(name, Numerics::Ggml),
+        &format!("{name} (ggml numerics)"),
+    );
 }

@@ -3,8 +3,8 @@
 //! before it). The same policy as `pocket_model::generate`'s loop, kept per slot because
 //! the server steps many generations at once instead of looping over one.
 
-use pocket_model::tokenizer::{StreamDecoder, Tokenizer};
 use pocket_model::generate::longest_prefix_suffix;
+use pocket_model::tokenizer::{StreamDecoder, Tokenizer};
 
 pub struct Output {
     stop: Vec<String>,

@@ -14,9 +14,9 @@
 //! The cache stays with its owner: the kernel reads rows through [`KvRows`]
 //! ([`F16Rows`]: f16 slices with a row stride).
 
-mod tiled;
 #[cfg(test)]
 mod tests;
+mod tiled;
 
 use crate::Isa;
 use half::f16;

@@ -35,22 +35,47 @@ struct Case {
 }
 
 impl Case {
-    fn new(rng: &mut Rng, head_dim: usize, group: usize, bt: usize, pos0: usize, window: usize) -> Case {
+    fn new(
+        rng: &mut Rng,
+        head_dim: usize,
+        group: usize,
+        bt: usize,
+        pos0: usize,
+        window: usize,
+    ) -> Case {
         let (n_kv, n_ctx) = (2, pos0 + bt);
         let kv_dim = n_kv * head_dim;
         // Keys with a few large channels, as real roped keys have.
         let k = (0..n_ctx * kv_dim)
             .map(|i| f16::from_f32(rng.next() * if i % 17 == 0 { 4.0 } else { 1.0 }))
             .collect();
-        let v = (0..n_ctx * kv_dim).map(|_| f16::from_f32(rng.next())).collect();
-        let q = (0..bt * Self::stride(head_dim, group)).map(|_| rng.next() * 2.0).collect();
-        Case { head_dim, n_kv, group, bt, pos0, window, k, v, q }
+        let v = (0..n_ctx * kv_dim)
+            .map(|_| f16::from_f32(rng.next()))
+            .collect();
+        let q = (0..bt * Self::stride(head_dim, group))
+            .map(|_| rng.next() * 2.0)
+            .collect();
+        Case {
+            head_dim,
+            n_kv,
+            group,
+            bt,
+            pos0,
+            window,
+            k,
+            v,
+            q,
+        }
     }
     fn stride(head_dim: usize, group: usize) -> usize {
         (group + 3) * head_dim
     }
     fn rows(&self) -> F16Rows<'_> {
-        F16Rows { k: &self.k, v: &self.v, stride: self.n_kv * self.head_dim }
+        F16Rows {
+            k: &self.k,
+            v: &self.v,
+            stride: self.n_kv * self.head_dim,
+        }
     }
     /// The block of KV head `g` (its query heads start one head into each row).
     fn block(&self, g: usize) -> QueryBlock<'_> {
@@ -75,16 +100,30 @@ impl Case {
     fn naive(&self, g: usize, i: usize, h: usize) -> Vec<f64> {
         let (hd, a) = (self.head_dim, self.block(g));
         let pos = self.pos0 + i;
-        let lo = if self.window > 0 { (pos + 1).saturating_sub(self.window) } else { 0 };
+        let lo = if self.window > 0 {
+            (pos + 1).saturating_sub(self.window)
+        } else {
+            0
+        };
         let at = |x: &[f16], j: usize, d: usize| x[j * self.n_kv * hd + g * hd + d].to_f64();
         let q = &a.q[i * a.q_stride + h * hd..][..hd];
         let sc: Vec<f64> = (lo..=pos)
-            .map(|j| (0..hd).map(|d| q[d] as f64 * at(&self.k, j, d)).sum::<f64>() * a.scale as f64)
+            .map(|j| {
+                (0..hd)
+                    .map(|d| q[d] as f64 * at(&self.k, j, d))
+                    .sum::<f64>()
+                    * a.scale as f64
+            })
             .collect();
         let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let z: f64 = sc.iter().map(|s| (s - m).exp()).sum();
         (0..hd)
-            .map(|d| (lo..=pos).zip(&sc).map(|(j, s)| (s - m).exp() / z * at(&self.v, j, d)).sum())
+            .map(|d| {
+                (lo..=pos)
+                    .zip(&sc)
+                    .map(|(j, s)| (s - m).exp() / z * at(&self.v, j, d))
+                    .sum()
+            })
             .collect()
     }
 }
@@ -122,8 +161,15 @@ fn every_level_equals_the_generic_body() {
                 let got = c.run(g, isa, &mut s);
                 let mut want = vec![f32::NAN; got.len()];
                 attend_body(&c.rows(), &c.block(g), &mut want, &mut s, isa);
-                let same = got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
-                assert!(same, "{isa} hd {} pos0 {} bt {}: not bit-identical", c.head_dim, c.pos0, c.bt);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(
+                    same,
+                    "{isa} hd {} pos0 {} bt {}: not bit-identical",
+                    c.head_dim, c.pos0, c.bt
+                );
             }
         }
     }
@@ -191,7 +237,10 @@ fn a_block_equals_its_rows_one_at_a_time() {
                 a.pos0 += i;
                 let mut one = vec![f32::NAN; len];
                 attend(&c.rows(), &a, &mut one, &mut s, isa);
-                let same = one.iter().zip(&block[i * len..]).all(|(x, y)| x.to_bits() == y.to_bits());
+                let same = one
+                    .iter()
+                    .zip(&block[i * len..])
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
                 assert!(same, "{isa} hd {} row {i} of {}", c.head_dim, c.bt);
             }
         }
@@ -205,5 +254,11 @@ fn a_row_that_is_not_whole_heads_is_refused() {
     let mut a = c.block(0);
     a.len = 12;
     let mut out = vec![0.0; 12];
-    attend(&c.rows(), &a, &mut out, &mut AttnScratch::default(), Isa::Scalar);
+    attend(
+        &c.rows(),
+        &a,
+        &mut out,
+        &mut AttnScratch::default(),
+        Isa::Scalar,
+    );
 }

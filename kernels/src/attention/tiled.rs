@@ -83,7 +83,11 @@ pub(crate) fn attend_body<R: KvRows>(
     for j0 in (0..n).step_by(16) {
         let kn = 16.min(n - j0);
         for k in 0..kn {
-            kv.value(lo + j0 + k, off, &mut s.vt[k * head_dim..(k + 1) * head_dim]);
+            kv.value(
+                lo + j0 + k,
+                off,
+                &mut s.vt[k * head_dim..(k + 1) * head_dim],
+            );
         }
         for r in 0..rows {
             let (i, h) = (r / heads, r % heads);

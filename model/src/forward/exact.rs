@@ -56,7 +56,9 @@ pub(super) fn forward(w: &mut Walker, ops: &mut GgmlOps, batch: &Batch) {
     seqs.sort_unstable();
     seqs.dedup();
     for seq in seqs {
-        let mine: Vec<usize> = (0..batch.len()).filter(|&i| batch.rows[i].seq == seq).collect();
+        let mine: Vec<usize> = (0..batch.len())
+            .filter(|&i| batch.rows[i].seq == seq)
+            .collect();
         for ub in mine.chunks(N_UBATCH) {
             let mut sub = Batch::new();
             for &i in ub {
@@ -180,7 +182,15 @@ impl LayerOps for GgmlOps {
         }
     }
 
-    fn linear(&mut self, cx: &mut Cx, _: Op, lin: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
+    fn linear(
+        &mut self,
+        cx: &mut Cx,
+        _: Op,
+        lin: &Linear,
+        x: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+    ) {
         matmul(cx.pool, lin, x, n, out);
     }
 
@@ -346,4 +356,3 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
 fn cast<B: bytemuck::Pod>(bytes: &[u8]) -> &[B] {
     bytemuck::cast_slice(bytes)
 }
-

@@ -133,7 +133,8 @@ impl LayerOps for FastOps {
         // Items write disjoint (row, head-range) pieces of `att`; the copy is tiny beside
         // the attention, so a lock per item costs nothing measurable.
         let out = Mutex::new(&mut att[..]);
-        let (rows, live, scratch, isa, q) = (&job.batch.rows, job.live, &self.scratch, self.isa, &*q);
+        let (rows, live, scratch, isa, q) =
+            (&job.batch.rows, job.live, &self.scratch, self.isa, &*q);
         cx.pool.run(|i| {
             let mut guard = scratch[i].lock().unwrap();
             let (s, o) = &mut *guard;
@@ -172,7 +173,15 @@ impl LayerOps for FastOps {
         });
     }
 
-    fn linear(&mut self, cx: &mut Cx, op: Op, lin: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
+    fn linear(
+        &mut self,
+        cx: &mut Cx,
+        op: Op,
+        lin: &Linear,
+        x: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+    ) {
         self.quantize(cx, x, n, &[lin]);
         self.product(cx, op, lin, out);
     }

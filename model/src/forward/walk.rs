@@ -40,7 +40,15 @@ pub(super) trait LayerOps {
     /// Attention of the rows `job.live` into `att` (`live.len() × q_dim`).
     fn attention(&mut self, cx: &mut Cx, job: &AttnJob, q: &mut [f32], att: &mut Vec<f32>);
     /// `out = x · linᵀ` for `tokens` rows; counts it as `op`.
-    fn linear(&mut self, cx: &mut Cx, op: Op, lin: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>);
+    fn linear(
+        &mut self,
+        cx: &mut Cx,
+        op: Op,
+        lin: &Linear,
+        x: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+    );
     /// The gated FFN's hidden rows `b.h` from the normed rows `b.xn`.
     fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs);
 }
@@ -138,11 +146,7 @@ impl Walker<'_, '_> {
     ) {
         let c = &self.model.config;
         let Walker {
-            seqs,
-            pool,
-            b,
-            obs,
-            ..
+            seqs, pool, b, obs, ..
         } = self;
         let t_n = b.x.len() / c.n_embd;
         let mut cx = Cx { c, l, pool, obs };
@@ -219,7 +223,14 @@ impl Walker<'_, '_> {
         obs.mark(Op::NormRope);
         let l = c.n_layer;
         let mut cx = Cx { c, l, pool, obs };
-        ops.linear(&mut cx, Op::Head, &m.weights.output, &b.xn, at.len(), &mut b.logits);
+        ops.linear(
+            &mut cx,
+            Op::Head,
+            &m.weights.output,
+            &b.xn,
+            at.len(),
+            &mut b.logits,
+        );
         if c.final_logit_softcap > 0.0 {
             let s = c.final_logit_softcap;
             b.logits.iter_mut().for_each(|v| *v = (*v / s).tanh() * s);
