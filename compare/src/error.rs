@@ -9,6 +9,10 @@ pub enum Error {
     /// A command refused its flags.
     #[error(transparent)]
     Cli(#[from] crate::cli::CliError),
+    /// Speculative decoding flags that do not go together, or a draft model that cannot
+    /// draft for the target.
+    #[error(transparent)]
+    Spec(#[from] crate::cli::spec_args::SpecArgsError),
     /// A llama.cpp tool is missing, failed, or printed something unexpected.
     #[error(transparent)]
     Tool(#[from] crate::llama_bench::ToolError),

@@ -6,8 +6,9 @@
 
 use std::time::Instant;
 
-use crate::forward::{ms_since, Result, Session};
+use crate::forward::{ms_since, Model, Result, Session};
 use crate::sampler::Sampler;
+use crate::speculative::{SpecStats, Speculator};
 use crate::tokenizer::StreamDecoder;
 
 /// What to generate.
@@ -43,7 +44,8 @@ pub struct Timings {
     pub prompt_ms: f64,
     /// Tokens generated (sampled and kept).
     pub gen_tokens: usize,
-    /// Decode steps evaluated (one fewer than the tokens: the last one is not evaluated).
+    /// Tokens evaluated after the prompt (one fewer than the tokens generated: the last
+    /// one is not evaluated; with speculative decoding, the kept rows of verify batches).
     pub decode_steps: usize,
     pub gen_ms: f64,
 }
@@ -72,6 +74,8 @@ pub struct Generation {
     pub tokens: Vec<u32>,
     pub stop: StopReason,
     pub timings: Timings,
+    /// Speculative decoding's drafted and accepted tokens (zero without it).
+    pub spec: SpecStats,
 }
 
 /// Evaluates `prompt` on sequence 0 of `s` (after what it already holds: see
@@ -82,9 +86,22 @@ pub fn generate(
     sampler: &mut Sampler,
     prompt: &[u32],
     p: &GenParams,
+    on_piece: impl FnMut(&str) -> bool,
+) -> Result<Generation> {
+    generate_with(s, sampler, None, prompt, p, on_piece)
+}
+
+/// [`generate`] with speculative decoding when `spec` is given: each step evaluates the
+/// last sampled token and the drafts in one batch and keeps the drafts the sampler agrees
+/// with (see [`crate::speculative`]); the tokens are the same as without it.
+pub fn generate_with(
+    s: &mut Session,
+    sampler: &mut Sampler,
+    mut spec: Option<&mut Speculator>,
+    prompt: &[u32],
+    p: &GenParams,
     mut on_piece: impl FnMut(&str) -> bool,
 ) -> Result<Generation> {
-    let tok = &s.model.tokenizer;
     prompt.iter().for_each(|&t| sampler.accept(t));
     let t1 = Instant::now();
     let mut next = sampler.sample(s.prefill(prompt)?);
@@ -94,43 +111,124 @@ pub fn generate(
         prompt_ms: ms_since(t1),
         ..Default::default()
     };
+    let before = spec.as_ref().map(|sp| sp.stats).unwrap_or_default();
     let t2 = Instant::now();
-    let mut dec = StreamDecoder::new();
-    let mut out = StopFilter::new(&p.stop);
-    let mut tokens = Vec::new();
+    let mut out = Emitter {
+        p,
+        n_ctx: s.n_ctx(),
+        dec: StreamDecoder::new(),
+        filter: StopFilter::new(&p.stop),
+        tokens: Vec::new(),
+    };
+    let model = s.model;
     let stop = loop {
-        if p.n_predict == 0 {
-            break StopReason::Length;
-        }
-        if tok.is_eog(next) {
-            break StopReason::Eog(next);
-        }
-        tokens.push(next);
-        if let Some(stop) = out.push(&dec.push(tok, next, false), &mut on_piece) {
+        let pos = s.pos();
+        if let Some(stop) = out.emit(model, next, pos, &mut on_piece) {
             break stop;
         }
-        if tokens.len() == p.n_predict {
-            break StopReason::Length;
+        let room = (s.n_ctx() - pos - 1).min(p.n_predict - out.tokens.len());
+        let drafts = match spec.as_deref_mut() {
+            Some(sp) => sp.draft(s.tokens(), next, room)?,
+            None => Vec::new(),
+        };
+        if drafts.is_empty() {
+            next = sampler.sample(s.decode(next)?);
+            sampler.accept(next);
+            timings.decode_steps += 1;
+            continue;
         }
-        if s.pos() >= s.n_ctx() {
-            break StopReason::ContextFull;
+        // Verify: `next` and the drafts in one batch, logits for every row.
+        let mut rows = Vec::with_capacity(drafts.len() + 1);
+        rows.push(next);
+        rows.extend_from_slice(&drafts);
+        let v = model.config.n_vocab;
+        let logits = s.forward(&rows, 0..rows.len())?;
+        let mut kept = 0;
+        let mut stop = None;
+        for (i, row) in logits.chunks_exact(v).enumerate() {
+            let t = sampler.sample(row);
+            sampler.accept(t);
+            timings.decode_steps += 1;
+            if drafts.get(i) != Some(&t) {
+                next = t;
+                break;
+            }
+            kept += 1;
+            stop = out.emit(model, t, pos + 1 + i, &mut on_piece);
+            if stop.is_some() {
+                break;
+            }
         }
-        next = sampler.sample(s.decode(next)?);
-        sampler.accept(next);
-        timings.decode_steps += 1;
+        // The cache keeps what plain decoding would have evaluated by now: `next`'s
+        // predecessor and the kept drafts before the one that ended generation.
+        let evaluated = kept - usize::from(stop.is_some());
+        s.truncate(pos + 1 + evaluated);
+        if let Some(sp) = spec.as_deref_mut() {
+            sp.verified(drafts.len(), kept);
+        }
+        if let Some(stop) = stop {
+            break stop;
+        }
     };
     if !matches!(stop, StopReason::Stop(_) | StopReason::Cancelled) {
-        out.push(&dec.finish(), &mut on_piece);
-        out.flush(&mut on_piece);
+        let tail = out.dec.finish();
+        out.filter.push(&tail, &mut on_piece);
+        out.filter.flush(&mut on_piece);
     }
-    timings.gen_tokens = tokens.len();
+    timings.gen_tokens = out.tokens.len();
     timings.gen_ms = ms_since(t2);
+    let after = spec.as_ref().map(|sp| sp.stats).unwrap_or_default();
     Ok(Generation {
-        text: out.text,
-        tokens,
+        text: out.filter.text,
+        tokens: out.tokens,
         stop,
         timings,
+        spec: SpecStats {
+            drafted: after.drafted - before.drafted,
+            accepted: after.accepted - before.accepted,
+            verify_steps: after.verify_steps - before.verify_steps,
+        },
     })
+}
+
+/// The per-token end of the loop: stop conditions, then the token's text.
+struct Emitter<'a> {
+    p: &'a GenParams,
+    n_ctx: usize,
+    dec: StreamDecoder,
+    filter: StopFilter<'a>,
+    tokens: Vec<u32>,
+}
+
+impl Emitter<'_> {
+    /// Takes `token`, sampled when the sequence held `pos` evaluated tokens; `Some` when
+    /// generation ends (an end-of-generation token is not kept).
+    fn emit(
+        &mut self,
+        model: &Model,
+        token: u32,
+        pos: usize,
+        on_piece: &mut impl FnMut(&str) -> bool,
+    ) -> Option<StopReason> {
+        let tok = &model.tokenizer;
+        if self.p.n_predict == 0 {
+            return Some(StopReason::Length);
+        }
+        if tok.is_eog(token) {
+            return Some(StopReason::Eog(token));
+        }
+        self.tokens.push(token);
+        if let Some(stop) = self
+            .filter
+            .push(&self.dec.push(tok, token, false), on_piece)
+        {
+            return Some(stop);
+        }
+        if self.tokens.len() == self.p.n_predict {
+            return Some(StopReason::Length);
+        }
+        (pos >= self.n_ctx).then_some(StopReason::ContextFull)
+    }
 }
 
 /// Holds back text that may be the start of a stop string; cuts the text at one.

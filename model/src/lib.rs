@@ -21,6 +21,7 @@ pub mod perplexity;
 pub mod profile;
 pub mod sample_basic;
 pub mod sampler;
+pub mod speculative;
 pub mod synth;
 pub mod threadpool;
 pub mod tokenizer;

@@ -11,11 +11,12 @@ use std::time::Instant;
 use clap::Args;
 use pocket_model::chat::{ChatMessage, ChatTemplate};
 use pocket_model::forward::ms_since;
-use pocket_model::generate::{generate, GenParams};
+use pocket_model::generate::{generate_with, GenParams};
 use pocket_model::{Model, Session};
 
 use super::engine_args::ModelArgs;
 use super::gen_args::SamplingArgs;
+use super::spec_args::SpecArgs;
 use super::{CliError, CliResult};
 
 #[derive(Args)]
@@ -46,6 +47,8 @@ pub struct ChatArgs {
     n_predict: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    spec: SpecArgs,
 }
 
 /// Totals over the session, for the summary at exit.
@@ -77,6 +80,15 @@ pub fn run(a: ChatArgs) -> CliResult {
     let tok = &model.tokenizer;
     let tmpl = ChatTemplate::from_gguf(model.gguf(), tok, a.chat_template.as_deref())?;
     let mut s = Session::try_new(&model, a.engine.session_options(a.engine.ctx_size))?;
+    let draft = match a.spec.draft_path()? {
+        Some(p) => Some(Model::load_with(p, a.engine.load_options())?),
+        None => None,
+    };
+    let mut spec = a.spec.speculator(
+        &model,
+        draft.as_ref(),
+        a.engine.session_options(a.engine.ctx_size),
+    )?;
     let load_ms = ms_since(t0);
     let n_ctx = s.n_ctx();
 
@@ -159,10 +171,17 @@ pub fn run(a: ChatArgs) -> CliResult {
             stop: Vec::new(),
         };
         let mut failed = None;
-        let g = generate(&mut s, &mut sampler, &tokens[reused..], &params, |piece| {
-            failed = write!(out, "{piece}").and_then(|_| out.flush()).err();
-            failed.is_none()
-        })?;
+        let g = generate_with(
+            &mut s,
+            &mut sampler,
+            spec.as_mut(),
+            &tokens[reused..],
+            &params,
+            |piece| {
+                failed = write!(out, "{piece}").and_then(|_| out.flush()).err();
+                failed.is_none()
+            },
+        )?;
         if let Some(e) = failed {
             return Err(e.into());
         }
@@ -178,8 +197,16 @@ pub fn run(a: ChatArgs) -> CliResult {
         tot.gen_tokens += t.gen_tokens;
         tot.dec_steps += t.decode_steps;
         tot.gen_ms += t.gen_ms;
+        let drafts = if spec.is_some() {
+            format!(
+                ", {} of {} drafted tokens accepted",
+                g.spec.accepted, g.spec.drafted
+            )
+        } else {
+            String::new()
+        };
         eprintln!(
-            "[reused {reused} cached tokens, prefilled {} in {:.0} ms, generated {} in {:.0} ms, context {}/{}]",
+            "[reused {reused} cached tokens, prefilled {} in {:.0} ms, generated {} in {:.0} ms{drafts}, context {}/{}]",
             t.prompt_tokens,
             t.prompt_ms,
             t.gen_tokens,

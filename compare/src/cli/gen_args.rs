@@ -53,6 +53,7 @@ pub fn long_form(arg: &std::ffi::OsStr) -> Option<&'static str> {
         "-ctk" => "--cache-type-k",
         "-ctv" => "--cache-type-v",
         "-sys" => "--system-prompt",
+        "-md" => "--spec-draft-model",
         _ => return None,
     })
 }

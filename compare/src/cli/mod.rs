@@ -13,6 +13,7 @@ pub mod gen_args;
 mod inspect_cmd;
 pub mod perplexity_cmd;
 mod run_cmd;
+pub mod spec_args;
 mod synth_cmd;
 
 #[derive(Parser)]
@@ -116,6 +117,8 @@ pub enum CliError {
         path: std::path::PathBuf,
         source: pocket_model::gguf::GgufError,
     },
+    #[error(transparent)]
+    Truncate(#[from] pocket_model::synth::truncate::TruncateError),
     #[error("cannot {action} {}: {source}", path.display())]
     File {
         action: &'static str,

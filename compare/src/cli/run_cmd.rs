@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use clap::Args;
 use pocket_model::forward::ms_since;
-use pocket_model::generate::{generate, GenParams};
+use pocket_model::generate::{generate_with, GenParams};
 use pocket_model::{Model, Session};
 
 use super::engine_args::ModelArgs;
 use super::gen_args::SamplingArgs;
+use super::spec_args::SpecArgs;
 use super::{CliError, CliResult};
 
 #[derive(Args)]
@@ -25,6 +26,8 @@ pub struct RunArgs {
     n_predict: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    spec: SpecArgs,
     /// Do not echo the prompt.
     #[arg(long)]
     no_echo: bool,
@@ -33,6 +36,10 @@ pub struct RunArgs {
 pub fn run(a: RunArgs) -> CliResult {
     let t0 = Instant::now();
     let model = Model::load_with(&a.engine.model, a.engine.load_options())?;
+    let draft = match a.spec.draft_path()? {
+        Some(p) => Some(Model::load_with(p, a.engine.load_options())?),
+        None => None,
+    };
     let load_ms = ms_since(t0);
     let tok = &model.tokenizer;
     let prompt = tok.encode(&a.prompt, true, true);
@@ -49,6 +56,9 @@ pub fn run(a: RunArgs) -> CliResult {
         .into());
     }
     let mut s = Session::try_new(&model, a.engine.session_options(n_ctx))?;
+    let mut spec = a
+        .spec
+        .speculator(&model, draft.as_ref(), a.engine.session_options(n_ctx))?;
     let mut out = std::io::stdout().lock();
     if !a.no_echo {
         write!(out, "{}", a.prompt)?;
@@ -60,12 +70,19 @@ pub fn run(a: RunArgs) -> CliResult {
         stop: Vec::new(),
     };
     let mut failed = None;
-    let g = generate(&mut s, &mut sampler, &prompt, &params, |piece| {
-        let r = write!(out, "{piece}").and_then(|_| out.flush());
-        // A closed stdout (`pocket run ... | head`) ends the generation.
-        failed = r.err();
-        failed.is_none()
-    })?;
+    let g = generate_with(
+        &mut s,
+        &mut sampler,
+        spec.as_mut(),
+        &prompt,
+        &params,
+        |piece| {
+            let r = write!(out, "{piece}").and_then(|_| out.flush());
+            // A closed stdout (`pocket run ... | head`) ends the generation.
+            failed = r.err();
+            failed.is_none()
+        },
+    )?;
     if let Some(e) = failed {
         return Err(e.into());
     }
@@ -83,5 +100,16 @@ pub fn run(a: RunArgs) -> CliResult {
         s.threads(),
         model.isa.name(),
     );
+    if spec.is_some() {
+        let sp = g.spec;
+        eprintln!(
+            "speculative: drafted {} accepted {} ({:.1} %) in {} verify steps, {:.2} tokens per step",
+            sp.drafted,
+            sp.accepted,
+            100.0 * sp.acceptance(),
+            sp.verify_steps,
+            t.decode_steps as f64 / (t.decode_steps - sp.accepted).max(1) as f64,
+        );
+    }
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! `pocket synth --preset NAME --type TYPE -o FILE [--seed N]`: a GGUF of a published shape
-//! with seeded random weights (see `pocket_model::synth`).
+//! with seeded random weights (see `pocket_model::synth`); `pocket synth --from MODEL
+//! --keep-layers N -o FILE`: a real model cut to its first N layers (a self-speculation
+//! draft, `pocket_model::synth::truncate`).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -9,6 +11,7 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pocket_model::gguf::GgufFile;
+use pocket_model::synth::truncate::truncate_layers;
 use pocket_model::synth::{self, Arch, BaseVocab, SynthError, SynthType};
 
 use super::{CliError, CliResult};
@@ -16,8 +19,21 @@ use super::{CliError, CliResult};
 #[derive(Args)]
 pub struct SynthArgs {
     /// Shape: mnn-pocket-0.3b, qwen3-0.6b, qwen2.5-0.5b, smollm2-135m or custom.
-    #[arg(long)]
-    preset: String,
+    #[arg(long, required_unless_present = "from")]
+    preset: Option<String>,
+    /// Instead of random weights: copy this GGUF model cut to its first --keep-layers
+    /// layers (its embedding, final norm and head kept): a draft model for speculative
+    /// decoding by layer skipping.
+    #[arg(
+        long,
+        value_name = "MODEL",
+        requires = "keep_layers",
+        conflicts_with = "preset"
+    )]
+    from: Option<PathBuf>,
+    /// With --from: how many of its first layers to keep.
+    #[arg(long, value_name = "N", requires = "from")]
+    keep_layers: Option<usize>,
     /// Weight type: f16, q8_0, q4_0, q4_1 or q4_k_m.
     #[arg(long = "type", default_value = "q8_0")]
     ty: String,
@@ -69,8 +85,11 @@ fn default_vocab() -> PathBuf {
 }
 
 pub fn run(args: SynthArgs) -> CliResult {
-    let mut preset = synth::preset(&args.preset)
-        .ok_or_else(|| SynthError::UnknownPreset(args.preset.clone()))?;
+    if let (Some(from), Some(keep)) = (&args.from, args.keep_layers) {
+        return truncate(from, keep, &args.output);
+    }
+    let name = args.preset.clone().unwrap_or_default();
+    let mut preset = synth::preset(&name).ok_or(SynthError::UnknownPreset(name))?;
     let ty = SynthType::parse(&args.ty)?;
     let s = &mut preset.shape;
     if let Some(a) = &args.arch {
@@ -178,6 +197,27 @@ pub fn run(args: SynthArgs) -> CliResult {
         summary.n_params as f64 / 1e6,
         summary.bytes as f64 / (1 << 20) as f64,
         started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `--from MODEL --keep-layers N`.
+fn truncate(from: &std::path::Path, keep: usize, output: &std::path::Path) -> CliResult {
+    let src = GgufFile::open(from).map_err(|source| crate::Error::Load {
+        path: from.to_path_buf(),
+        source: source.into(),
+    })?;
+    let file = File::create(output).map_err(|source| CliError::File {
+        action: "create",
+        path: output.to_path_buf(),
+        source,
+    })?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    truncate_layers(&src, keep, &mut out).map_err(CliError::Truncate)?;
+    eprintln!(
+        "wrote {}: the first {keep} layers of {}",
+        output.display(),
+        from.display()
     );
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use pocket_kernels::GgmlType;
 
 use super::reader::{DEFAULT_ALIGNMENT, GGUF_MAGIC};
-use super::value::ValueType;
+use super::value::{Value, ValueType};
 
 /// An owned metadata value, as written.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +44,28 @@ impl MetaValue {
             MetaValue::U64(_) => ValueType::U64,
             MetaValue::I64(_) => ValueType::I64,
             MetaValue::F64(_) => ValueType::F64,
+        }
+    }
+
+    /// An owned copy of a value read from a file (to copy metadata into a new file).
+    pub fn from_value(v: &Value<'_>) -> MetaValue {
+        match v {
+            Value::U8(x) => MetaValue::U8(*x),
+            Value::I8(x) => MetaValue::I8(*x),
+            Value::U16(x) => MetaValue::U16(*x),
+            Value::I16(x) => MetaValue::I16(*x),
+            Value::U32(x) => MetaValue::U32(*x),
+            Value::I32(x) => MetaValue::I32(*x),
+            Value::F32(x) => MetaValue::F32(*x),
+            Value::Bool(x) => MetaValue::Bool(*x),
+            Value::String(x) => MetaValue::String(x.to_string()),
+            Value::Array(a) => MetaValue::Array(
+                a.elem_type(),
+                a.iter().map(|e| Self::from_value(&e)).collect(),
+            ),
+            Value::U64(x) => MetaValue::U64(*x),
+            Value::I64(x) => MetaValue::I64(*x),
+            Value::F64(x) => MetaValue::F64(*x),
         }
     }
 

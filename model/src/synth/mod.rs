@@ -15,6 +15,7 @@
 //! Output is deterministic: same preset, type and seed give byte-identical files.
 
 pub mod presets;
+pub mod truncate;
 pub mod vocab;
 pub mod weights;
 
