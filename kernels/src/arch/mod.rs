@@ -1,8 +1,10 @@
 //! Hand-written SIMD kernels, one folder per architecture. Everything `unsafe` in the
-//! crate's matmul path lives here; the safe wrappers in [`crate::matmul`] validate shapes
-//! and the CPU's features before calling in.
+//! crate (but the mmap) lives here; the safe wrappers in [`crate::matmul`], [`elementwise`]
+//! and the ISA modules validate shapes and the CPU's features before calling in.
 
 #[cfg(target_arch = "aarch64")]
 pub mod arm;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub mod elementwise;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;

@@ -50,7 +50,9 @@
 
 pub mod act;
 pub mod cores;
+pub mod dot;
 pub mod f16;
+pub mod ops;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -386,13 +388,13 @@ unsafe fn tile<C: Core, const N: usize>(
     }
 }
 
-/// `silu(g) * u = g / (1 + exp(-g)) * u` (the NEON `exp` of [`crate::ops::arm`], ~2 ulp;
+/// `silu(g) * u = g / (1 + exp(-g)) * u` (the NEON `exp` of [`ops`], ~2 ulp;
 /// saturates to ±0 / `g·u` at the ends).
 ///
 /// # Safety
 /// NEON available.
 #[inline(always)]
 pub unsafe fn silu_mul(g: float32x4_t, u: float32x4_t) -> float32x4_t {
-    let e = crate::ops::arm::exp(vnegq_f32(g));
+    let e = ops::exp(vnegq_f32(g));
     vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0), e)), u)
 }

@@ -23,6 +23,7 @@
 pub mod act;
 pub mod attention;
 pub mod f16;
+pub mod ops;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -65,6 +66,26 @@ pub fn gemm_checked(
     );
     // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
     unsafe { gemm(w, act, tokens, out, ld, panels, swiglu) }
+}
+
+/// Runs `f` inside a function compiled with AVX2 + FMA when the CPU has them, else as is
+/// (`ggml_exact`'s `fma_clone!`): without FMA in the target `f32::mul_add` is a call into a
+/// software `fmaf`, with it one instruction, and LLVM can vectorize around it. The bits are
+/// the same either way (a fused multiply-add is exactly rounded by definition).
+#[inline(always)]
+pub fn with_fma<R>(f: impl FnOnce() -> R) -> R {
+    /// # Safety
+    /// The CPU supports AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn fast<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        // SAFETY: AVX2 and FMA were detected just above.
+        unsafe { fast(f) }
+    } else {
+        f()
+    }
 }
 
 /// gemv software-prefetch distance: the code bytes this far ahead of the block being read
