@@ -35,8 +35,6 @@
 //! reproduces the scalar reference bit for bit except inside SwiGLU's `exp`. Not yet
 //! measured on ARM hardware (verified under qemu only).
 
-#![forbid(unsafe_code)]
-
 pub mod act;
 mod layout;
 pub mod packed;
