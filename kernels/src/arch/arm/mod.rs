@@ -62,6 +62,7 @@ pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
+pub(crate) use super::{act_ptrs, per_token};
 use cores::{Codes, Sums};
 
 use crate::matmul::driver::{self, Chunk, Job, Kernels};
@@ -185,28 +186,6 @@ pub unsafe fn f16x8(p: *const u16) -> F32x8 {
 #[inline(always)]
 pub unsafe fn dup4(p: *const i8) -> int8x16_t {
     vreinterpretq_s8_s32(vdupq_n_s32((p as *const i32).read_unaligned()))
-}
-
-/// Pointers to the codes of activation rows `t0..t0+N` (checked in bounds).
-#[inline(always)]
-pub fn act_ptrs<const N: usize>(act: &QuantizedActivation, t0: usize) -> [*const i8; N] {
-    let mut ap = [std::ptr::null(); N];
-    for (t, p) in ap.iter_mut().enumerate() {
-        *p = act.row_qs(t0 + t).as_ptr();
-    }
-    ap
-}
-
-/// Per-token slices `f(act, t0 + t)[..nb]` for tokens `0..N` (block scales and sums of
-/// the rows a tile reads).
-#[inline(always)]
-pub fn per_token<'a, T, const N: usize>(
-    act: &'a QuantizedActivation,
-    t0: usize,
-    nb: usize,
-    f: fn(&'a QuantizedActivation, usize) -> &'a [T],
-) -> [&'a [T]; N] {
-    std::array::from_fn(|t| &f(act, t0 + t)[..nb])
 }
 
 // ---- matmul kernels for the driver ---------------------------------------------------
