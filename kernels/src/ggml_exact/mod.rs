@@ -27,18 +27,8 @@ macro_rules! fma_clone {
         $(#[$m])*
         pub fn $name($($a: $t),*) -> $r {
             #[cfg(target_arch = "x86_64")]
-            {
-                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                    /// # Safety
-                    /// The CPU must support AVX2 and FMA.
-                    #[target_feature(enable = "avx2,fma")]
-                    unsafe fn fast($($a: $t),*) -> $r {
-                        $body($($a),*)
-                    }
-                    // SAFETY: AVX2 and FMA were detected just above.
-                    return unsafe { fast($($a),*) };
-                }
-            }
+            return crate::arch::x86::with_fma(|| $body($($a),*));
+            #[cfg(not(target_arch = "x86_64"))]
             $body($($a),*)
         }
     };

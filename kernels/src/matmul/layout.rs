@@ -30,7 +30,29 @@ pub enum Layout {
     F16,
 }
 
+// `Layout::ALL` is in discriminant order (the matmul driver's const generic indexes it).
+const _: () = {
+    let mut i = 0;
+    while i < Layout::ALL.len() {
+        assert!(Layout::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
 impl Layout {
+    /// Every layout, indexed by its discriminant (`Layout::ALL[l as usize] == l`).
+    pub const ALL: [Layout; 9] = [
+        Layout::Q4_0,
+        Layout::Q4_1,
+        Layout::Q4_1x64,
+        Layout::Q8_0,
+        Layout::Q4_K,
+        Layout::Q5_K,
+        Layout::Q6_K,
+        Layout::Q5_0,
+        Layout::F16,
+    ];
+
     /// Bytes of quant codes per (panel, 32-block).
     pub const fn quant_bytes_per_block(self) -> usize {
         match self {

@@ -35,9 +35,8 @@
 //! reproduces the scalar reference bit for bit except inside SwiGLU's `exp`. Not yet
 //! measured on ARM hardware (verified under qemu only).
 
-#![forbid(unsafe_code)]
-
 pub mod act;
+pub(crate) mod driver;
 mod layout;
 pub mod packed;
 pub mod scalar;
@@ -101,15 +100,32 @@ fn run(
     swiglu: bool,
 ) {
     check(w, act, &tokens, out.len(), ld, &panels, swiglu);
+    let job = driver::Job {
+        w,
+        act,
+        tokens,
+        out,
+        ld,
+        panels,
+        swiglu,
+    };
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => crate::arch::x86::gemm_checked(w, act, tokens, out, ld, panels, swiglu),
+        Isa::Avx2 => driver::run(token(isa, crate::arch::x86::Simd::detect(isa)), job),
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon | Isa::Dotprod | Isa::I8mm => {
-            crate::arch::arm::gemm_checked(w, act, tokens, out, ld, panels, swiglu, isa)
-        }
-        _ => scalar::gemm(w, act, tokens, out, ld, panels, swiglu),
+        Isa::Neon => driver::run(token(isa, crate::arch::arm::Neon::detect()), job),
+        #[cfg(target_arch = "aarch64")]
+        Isa::Dotprod => driver::run(token(isa, crate::arch::arm::Dotprod::detect()), job),
+        #[cfg(target_arch = "aarch64")]
+        Isa::I8mm => driver::run(token(isa, crate::arch::arm::I8mm::detect()), job),
+        _ => scalar::gemm(job.w, job.act, job.tokens, job.out, ld, job.panels, swiglu),
     }
+}
+
+/// The kernels' token for `isa`, or a panic when this CPU lacks the level.
+#[allow(dead_code)] // on architectures without SIMD kernels
+fn token<T>(isa: Isa, t: Option<T>) -> T {
+    t.unwrap_or_else(|| panic!("{isa} kernels requested on a CPU without {isa}"))
 }
 
 /// `out[r - 8·panels.start] = Σ_c W[r][c] · x[c]` for the output rows of `panels`, with

@@ -7,6 +7,8 @@
 //! use the identity `0.5 (1 + tanh(y)) = 1 / (1 + exp(-2y))`, which is also free of the
 //! cancellation the tanh form has for negative `x`.
 
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use super::simd;
 use super::{path, Path};
 use crate::Isa;
 
@@ -67,62 +69,48 @@ enum Unary {
     Gelu,
 }
 
-/// # Safety
-/// `x` readable and `out` writable for `n` elements, `out` equal to `x` or disjoint from it;
-/// `p` runnable on this CPU.
-unsafe fn unary_raw(p: Path, op: Unary, x: *const f32, out: *mut f32, n: usize) {
-    match p {
-        Path::Scalar => {
-            let f = match op {
-                Unary::Silu => silu_scalar,
-                Unary::Gelu => gelu_scalar,
-            };
-            for i in 0..n {
-                *out.add(i) = f(*x.add(i));
-            }
+impl Unary {
+    fn scalar(self) -> fn(f32) -> f32 {
+        match self {
+            Unary::Silu => silu_scalar,
+            Unary::Gelu => gelu_scalar,
         }
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => match op {
-            Unary::Silu => super::x86::silu(x, out, n),
-            Unary::Gelu => super::x86::gelu(x, out, n),
-        },
-        #[cfg(target_arch = "aarch64")]
-        Path::Neon => match op {
-            Unary::Silu => super::arm::silu(x, out, n),
-            Unary::Gelu => super::arm::gelu(x, out, n),
-        },
-    }
-}
-
-/// # Safety
-/// `g`, `u` readable and `out` writable for `n` elements; `out` equal to `g` or `u` or
-/// disjoint from both; `p` runnable on this CPU.
-unsafe fn swiglu_raw(p: Path, g: *const f32, u: *const f32, out: *mut f32, n: usize) {
-    match p {
-        Path::Scalar => {
-            for i in 0..n {
-                *out.add(i) = silu_scalar(*g.add(i)) * *u.add(i);
-            }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => super::x86::swiglu(g, u, out, n),
-        #[cfg(target_arch = "aarch64")]
-        Path::Neon => super::arm::swiglu(g, u, out, n),
     }
 }
 
 /// `out[i] = op(x[i])` on level `isa`.
 fn unary_with(isa: Isa, op: Unary, x: &[f32], out: &mut [f32]) {
     check2(x.len(), out.len());
-    // SAFETY: lengths checked, distinct borrows, `path` checked the CPU.
-    unsafe { unary_raw(path(isa), op, x.as_ptr(), out.as_mut_ptr(), x.len()) }
+    match path(isa) {
+        Path::Scalar => {
+            let f = op.scalar();
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = f(v);
+            }
+        }
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => match op {
+            Unary::Silu => simd::silu(t, x, out),
+            Unary::Gelu => simd::gelu(t, x, out),
+        },
+    }
 }
 
 /// `x[i] = op(x[i])` on level `isa`.
 fn unary_inplace_with(isa: Isa, op: Unary, x: &mut [f32]) {
-    let p = x.as_mut_ptr();
-    // SAFETY: out == x, element-wise; `path` checked the CPU.
-    unsafe { unary_raw(path(isa), op, p, p, x.len()) }
+    match path(isa) {
+        Path::Scalar => {
+            let f = op.scalar();
+            for v in x.iter_mut() {
+                *v = f(*v);
+            }
+        }
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => match op {
+            Unary::Silu => simd::silu_inplace(t, x),
+            Unary::Gelu => simd::gelu_inplace(t, x),
+        },
+    }
 }
 
 /// `out[i] = silu(x[i])` on level `isa`.
@@ -168,15 +156,10 @@ pub fn gelu_inplace(x: &mut [f32]) {
 /// `out[i] = silu(gate[i]) * up[i]` on level `isa` (llama.cpp `swiglu_split`).
 pub fn swiglu_with(isa: Isa, gate: &[f32], up: &[f32], out: &mut [f32]) {
     check3(gate.len(), up.len(), out.len());
-    // SAFETY: lengths checked, distinct borrows, `path` checked the CPU.
-    unsafe {
-        swiglu_raw(
-            path(isa),
-            gate.as_ptr(),
-            up.as_ptr(),
-            out.as_mut_ptr(),
-            gate.len(),
-        )
+    match path(isa) {
+        Path::Scalar => swiglu_ref(gate, up, out),
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => simd::swiglu(t, gate, up, out),
     }
 }
 
@@ -188,9 +171,15 @@ pub fn swiglu(gate: &[f32], up: &[f32], out: &mut [f32]) {
 /// SwiGLU written over `gate`: `gate[i] = silu(gate[i]) * up[i]`.
 pub fn swiglu_inplace_with(isa: Isa, gate: &mut [f32], up: &[f32]) {
     check3(gate.len(), up.len(), gate.len());
-    let g = gate.as_mut_ptr();
-    // SAFETY: out == gate, element-wise; `up` is a distinct borrow.
-    unsafe { swiglu_raw(path(isa), g, up.as_ptr(), g, gate.len()) }
+    match path(isa) {
+        Path::Scalar => {
+            for (g, &u) in gate.iter_mut().zip(up) {
+                *g = silu_scalar(*g) * u;
+            }
+        }
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => simd::swiglu_inplace(t, gate, up),
+    }
 }
 
 /// [`swiglu_inplace_with`] on [`Isa::active`].

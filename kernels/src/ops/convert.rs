@@ -5,6 +5,8 @@
 use super::{path, Path};
 use crate::Isa;
 use half::f16;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+use half::slice::HalfFloatSliceExt;
 
 /// Scalar reference (the `half` crate).
 pub fn f16_to_f32_ref(src: &[f16], dst: &mut [f32]) {
@@ -34,15 +36,8 @@ pub fn f16_to_f32_with(isa: Isa, src: &[f16], dst: &mut [f32]) {
     check(src.len(), dst.len());
     match path(isa) {
         Path::Scalar => f16_to_f32_ref(src, dst),
-        // SAFETY: `path` checked the CPU; lengths equal; f16 is a transparent u16.
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => unsafe {
-            super::x86::f16_to_f32(src.as_ptr() as *const u16, dst.as_mut_ptr(), src.len())
-        },
-        #[cfg(target_arch = "aarch64")]
-        Path::Neon => unsafe {
-            super::arm::f16_to_f32(src.as_ptr() as *const u16, dst.as_mut_ptr(), src.len())
-        },
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => super::simd::f16_to_f32(t, src.reinterpret_cast(), dst),
     }
 }
 
@@ -56,15 +51,8 @@ pub fn f32_to_f16_with(isa: Isa, src: &[f32], dst: &mut [f16]) {
     check(src.len(), dst.len());
     match path(isa) {
         Path::Scalar => f32_to_f16_ref(src, dst),
-        // SAFETY: as f16_to_f32_with.
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => unsafe {
-            super::x86::f32_to_f16(src.as_ptr(), dst.as_mut_ptr() as *mut u16, src.len())
-        },
-        #[cfg(target_arch = "aarch64")]
-        Path::Neon => unsafe {
-            super::arm::f32_to_f16(src.as_ptr(), dst.as_mut_ptr() as *mut u16, src.len())
-        },
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => super::simd::f32_to_f16(t, src, dst.reinterpret_cast_mut()),
     }
 }
 

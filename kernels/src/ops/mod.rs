@@ -2,15 +2,16 @@
 //! f16 <-> f32 row conversion.
 //!
 //! Each op family has one file holding its scalar reference (plain Rust with `std` math, the
-//! oracle for tests) and its safe public entry points. The SIMD bodies live in [`x86`]
-//! (AVX2 + FMA + F16C) and [`arm`] (NEON); [`arm_dot`] holds the int8 dot-product primitives
-//! (NEON, `sdot`, `smmla`) that the quantized gemv builds on.
+//! oracle for tests) and its safe public entry points. The SIMD bodies live in
+//! `arch::x86::ops` (AVX2 + FMA + F16C) and `arch::arm::ops` (NEON), behind the safe
+//! wrappers of `arch::elementwise`; [`arm_dot`] (aarch64) holds the int8 dot-product
+//! primitives (NEON, `sdot`, `smmla`) that the quantized gemv builds on.
 //!
 //! Every public op comes in two forms: `op_with(isa, ..)`, which runs the given level and
 //! panics if this CPU cannot run it, and `op(..)`, which uses [`Isa::active`]. On aarch64 the
 //! `Neon`, `Dotprod` and `I8mm` levels all run the NEON bodies (these ops need no dot product).
 //!
-//! Exponentials in the SIMD paths use a polynomial (`exp` in `x86`/`arm`, the algorithm of
+//! Exponentials in the SIMD paths use a polynomial (`exp` in the ISA modules, the algorithm of
 //! ARM's optimized-routines `expf`, as ggml's `ggml_v_expf`): at most ~2 ulp from `f32::exp`
 //! over the normal range, +inf above 88.38, 0 below -103.97, subnormals approximate.
 
@@ -21,39 +22,36 @@ pub mod rope;
 pub mod softmax;
 
 #[cfg(target_arch = "aarch64")]
-pub mod arm;
-#[cfg(target_arch = "aarch64")]
-pub mod arm_dot;
-#[cfg(target_arch = "x86_64")]
-pub mod x86;
+pub use crate::arch::arm::dot as arm_dot;
 
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) use crate::arch::elementwise as simd;
 use crate::Isa;
 
-/// The SIMD body family a level maps to for these ops.
+/// The body family a level maps to for these ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Path {
     Scalar,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "aarch64")]
-    Neon,
+    /// The ISA's SIMD bodies, with the token that proves the CPU runs them.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    Simd(simd::Simd),
 }
 
-/// Maps `isa` to the body that implements it, refusing a level this CPU cannot run: the
-/// `#[target_feature]` bodies are only sound where the feature is present.
+/// Maps `isa` to the body that implements it, refusing a level this CPU cannot run (or
+/// one of another architecture).
 #[inline]
 pub(crate) fn path(isa: Isa) -> Path {
-    match isa {
-        Isa::Scalar => Path::Scalar,
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if isa.is_available() => Path::Avx2,
-        #[cfg(target_arch = "aarch64")]
-        Isa::Neon | Isa::Dotprod | Isa::I8mm if isa.is_available() => Path::Neon,
-        _ => panic!("pocket-kernels: ISA level {isa} is not available on this CPU"),
+    if isa == Isa::Scalar {
+        return Path::Scalar;
     }
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    if let Some(t) = simd::Simd::detect(isa) {
+        return Path::Simd(t);
+    }
+    panic!("pocket-kernels: ISA level {isa} is not available on this CPU")
 }
 
 /// Constants of the vector `exp` (the algorithm of ARM optimized-routines' `expf`, as used by

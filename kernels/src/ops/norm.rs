@@ -48,16 +48,10 @@ fn check_heads(n: usize, head_dim: usize) {
 /// Panics if the lengths differ or if this CPU cannot run `isa`.
 pub fn rms_norm_with(isa: Isa, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     check(x.len(), w.len(), out.len());
-    // SAFETY: lengths checked above; `path` only returns a SIMD body this CPU supports.
-    unsafe {
-        rms_norm_raw(
-            path(isa),
-            x.as_ptr(),
-            w.as_ptr(),
-            eps,
-            out.as_mut_ptr(),
-            x.len(),
-        )
+    match path(isa) {
+        Path::Scalar => rms_norm_ref(x, w, eps, out),
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => super::simd::rms_norm(t, x, w, eps, out),
     }
 }
 
@@ -69,10 +63,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 /// RMSNorm of one row in place.
 pub fn rms_norm_inplace_with(isa: Isa, x: &mut [f32], w: &[f32], eps: f32) {
     check(x.len(), w.len(), x.len());
-    let p = x.as_mut_ptr();
-    // SAFETY: as above; the bodies read the whole row before writing it, element i of the
-    // output depends on element i of the input only after the scale is known.
-    unsafe { rms_norm_raw(path(isa), p, w.as_ptr(), eps, p, x.len()) }
+    rms_norm_inplace_on(path(isa), x, w, eps)
 }
 
 /// [`rms_norm_inplace_with`] on [`Isa::active`].
@@ -86,9 +77,7 @@ pub fn rms_norm_heads_with(isa: Isa, x: &mut [f32], w: &[f32], eps: f32) {
     check_heads(x.len(), w.len());
     let p = path(isa);
     for head in x.chunks_exact_mut(w.len()) {
-        let hp = head.as_mut_ptr();
-        // SAFETY: each head has w.len() elements; see rms_norm_inplace_with.
-        unsafe { rms_norm_raw(p, hp, w.as_ptr(), eps, hp, w.len()) }
+        rms_norm_inplace_on(p, head, w, eps)
     }
 }
 
@@ -97,20 +86,16 @@ pub fn rms_norm_heads(x: &mut [f32], w: &[f32], eps: f32) {
     rms_norm_heads_with(Isa::active(), x, w, eps)
 }
 
-/// # Safety
-/// `x`, `w` readable and `out` writable for `n` elements; `out` may equal `x` but must not
-/// partially overlap it; `p` must be runnable on this CPU.
-unsafe fn rms_norm_raw(p: Path, x: *const f32, w: *const f32, eps: f32, out: *mut f32, n: usize) {
+/// RMSNorm of `x` (as long as `w`) in place on body `p`.
+fn rms_norm_inplace_on(p: Path, x: &mut [f32], w: &[f32], eps: f32) {
     match p {
         Path::Scalar => {
-            let scale = scale_ref(std::slice::from_raw_parts(x, n), eps);
-            for i in 0..n {
-                *out.add(i) = (*x.add(i) * scale) * *w.add(i);
+            let scale = scale_ref(x, eps);
+            for (v, &wv) in x.iter_mut().zip(w) {
+                *v = (*v * scale) * wv;
             }
         }
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => super::x86::rms_norm(x, w, eps, out, n),
-        #[cfg(target_arch = "aarch64")]
-        Path::Neon => super::arm::rms_norm(x, w, eps, out, n),
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => super::simd::rms_norm_inplace(t, x, w, eps),
     }
 }

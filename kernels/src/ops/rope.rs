@@ -133,18 +133,10 @@ pub fn rope_cs_with(
     check(x.len(), head_dim, cos.len(), sin.len());
     match path(isa) {
         Path::Scalar => rope_ref(mode, x, head_dim, cos, sin),
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => {
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => {
             for head in x.chunks_exact_mut(head_dim) {
-                // SAFETY: AVX2+FMA+F16C checked by `path`; head holds 2*cos.len() values.
-                unsafe { super::x86::rope(mode, head.as_mut_ptr(), cos, sin) }
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        Path::Neon => {
-            for head in x.chunks_exact_mut(head_dim) {
-                // SAFETY: NEON checked by `path`; head holds 2*cos.len() values.
-                unsafe { super::arm::rope(mode, head.as_mut_ptr(), cos, sin) }
+                super::simd::rope(t, mode, head, cos, sin)
             }
         }
     }

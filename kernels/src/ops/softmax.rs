@@ -29,11 +29,8 @@ pub fn softmax_with(isa: Isa, x: &mut [f32]) {
     }
     match path(isa) {
         Path::Scalar => softmax_ref(x),
-        // SAFETY: `path` checked the CPU; pointer and length come from one slice.
-        #[cfg(target_arch = "x86_64")]
-        Path::Avx2 => unsafe { super::x86::softmax(x.as_mut_ptr(), x.len()) },
-        #[cfg(target_arch = "aarch64")]
-        Path::Neon => unsafe { super::arm::softmax(x.as_mut_ptr(), x.len()) },
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        Path::Simd(t) => super::simd::softmax(t, x),
     }
 }
 

@@ -324,41 +324,15 @@ fn vector_exp_is_accurate_over_the_whole_range() {
     eprintln!("vector exp: worst relative error {worst:e}");
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn simd_exp(xs: &[f32]) -> Vec<f32> {
-    use std::arch::x86_64::*;
-    if !Isa::Avx2.is_available() {
-        return xs.iter().map(|x| x.exp()).collect();
+    use super::simd;
+    let mut out = vec![0.0; xs.len()];
+    match simd::Simd::detect(Isa::available().last().copied().unwrap_or(Isa::Scalar)) {
+        Some(t) => simd::exp_row(t, xs, &mut out),
+        None => out.iter_mut().zip(xs).for_each(|(o, x)| *o = x.exp()),
     }
-    xs.chunks(8)
-        .flat_map(|c| {
-            let mut buf = [0f32; 8];
-            buf[..c.len()].copy_from_slice(c);
-            // SAFETY: AVX2 checked above.
-            unsafe {
-                let v = super::x86::exp(_mm256_loadu_ps(buf.as_ptr()));
-                _mm256_storeu_ps(buf.as_mut_ptr(), v);
-            }
-            buf[..c.len()].to_vec()
-        })
-        .collect()
-}
-
-#[cfg(target_arch = "aarch64")]
-fn simd_exp(xs: &[f32]) -> Vec<f32> {
-    use std::arch::aarch64::*;
-    xs.chunks(4)
-        .flat_map(|c| {
-            let mut buf = [0f32; 4];
-            buf[..c.len()].copy_from_slice(c);
-            // SAFETY: NEON is part of the aarch64 baseline.
-            unsafe {
-                let v = super::arm::exp(vld1q_f32(buf.as_ptr()));
-                vst1q_f32(buf.as_mut_ptr(), v);
-            }
-            buf[..c.len()].to_vec()
-        })
-        .collect()
+    out
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]

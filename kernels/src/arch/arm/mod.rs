@@ -36,8 +36,9 @@
 //! `float16x4_t` intrinsics are unstable). The `sdot`/`smmla` intrinsics are unstable too:
 //! they are `asm!` inside `#[target_feature]` functions.
 //!
-//! Structure: `gemm_neon` / `gemm_dotprod` / `gemm_i8mm` are the `#[target_feature]`
-//! roots; everything below them (driver, tiles, epilogues, the [`Core`] integer sums) is
+//! Structure: the levels' [`Kernels`] entry points (`Kernels::run`, one per level and
+//! layout) are the `#[target_feature]` roots of [`crate::matmul::driver`]; everything below
+//! them (driver, tiles, epilogues, the [`Core`] integer sums) is
 //! `#[inline(always)]` without target features, so each root compiles into one function
 //! with its features, and the tiny `#[target_feature]` asm primitives ([`sdot_lane`],
 //! [`smmla`], [`f16x8`]) inline into it. (A `#[target_feature]` on the mid-sized cores
@@ -50,7 +51,9 @@
 
 pub mod act;
 pub mod cores;
+pub mod dot;
 pub mod f16;
+pub mod ops;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -59,8 +62,10 @@ pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
+pub(crate) use super::{act_ptrs, per_token};
 use cores::{Codes, Sums};
 
+use crate::matmul::driver::{self, Chunk, Job, Kernels};
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
 use crate::Isa;
 use std::arch::aarch64::*;
@@ -89,12 +94,15 @@ pub trait Core {
     ) -> Sums<N>;
 }
 
-/// Plain NEON (`smlal`, `sadalp`).
-pub struct Neon;
-/// NEON + `sdot`.
-pub struct Dotprod;
-/// NEON + `sdot` + `smmla`.
-pub struct I8mm;
+/// Plain NEON (`smlal`, `sadalp`); a value proves the CPU has it (`Neon::detect`).
+#[derive(Clone, Copy)]
+pub struct Neon(());
+/// NEON + `sdot`; a value proves the CPU has it.
+#[derive(Clone, Copy)]
+pub struct Dotprod(());
+/// NEON + `sdot` + `smmla`; a value proves the CPU has it.
+#[derive(Clone, Copy)]
+pub struct I8mm(());
 
 macro_rules! core_impl {
     ($level:ty, $tile:expr, $sums:ident) => {
@@ -180,200 +188,98 @@ pub unsafe fn dup4(p: *const i8) -> int8x16_t {
     vreinterpretq_s8_s32(vdupq_n_s32((p as *const i32).read_unaligned()))
 }
 
-/// Pointers to the codes of activation rows `t0..t0+N` (checked in bounds).
-#[inline(always)]
-pub fn act_ptrs<const N: usize>(act: &QuantizedActivation, t0: usize) -> [*const i8; N] {
-    let mut ap = [std::ptr::null(); N];
-    for (t, p) in ap.iter_mut().enumerate() {
-        *p = act.row_qs(t0 + t).as_ptr();
-    }
-    ap
-}
+// ---- matmul kernels for the driver ---------------------------------------------------
 
-/// Per-token slices `f(act, t0 + t)[..nb]` for tokens `0..N` (block scales and sums of
-/// the rows a tile reads).
-#[inline(always)]
-pub fn per_token<'a, T, const N: usize>(
-    act: &'a QuantizedActivation,
-    t0: usize,
-    nb: usize,
-    f: fn(&'a QuantizedActivation, usize) -> &'a [T],
-) -> [&'a [T]; N] {
-    std::array::from_fn(|t| &f(act, t0 + t)[..nb])
-}
+/// The matmul kernels of level `$level` ([`Core`] `$core`) for [`crate::matmul::driver`],
+/// its entry point compiled with `$features` (the three levels differ only in those).
+macro_rules! level_kernels {
+    ($level:ident, $features:literal) => {
+        impl $level {
+            /// The token if this CPU runs the level.
+            pub fn detect() -> Option<Self> {
+                Isa::$level.is_available().then_some($level(()))
+            }
+        }
 
-// ---- driver ----------------------------------------------------------------------------
+        impl Kernels for $level {
+            type Rows = F32x8;
+            type Staged = ();
 
-/// Activation rows whose codes stay cache-resident while all panels of the range are swept
-/// (a multiple of every tile size).
-const TOKEN_CHUNK: usize = 24;
+            #[inline(always)]
+            fn run<const L: u8>(self, job: Job) {
+                /// # Safety
+                /// The CPU supports the level.
+                #[target_feature(enable = $features)]
+                unsafe fn root<const L: u8>(k: $level, job: Job) {
+                    driver::drive::<$level, L>(k, job)
+                }
+                // SAFETY: the token proves the CPU features.
+                unsafe { root::<L>(self, job) }
+            }
 
-/// Safe entry point: the gemm/gemv on level `isa` (`Neon`, `Dotprod` or `I8mm`) after
-/// checking the CPU supports it (panics otherwise, or for a non-ARM level).
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_checked(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    swiglu: bool,
-    isa: Isa,
-) {
-    assert!(
-        isa.is_available(),
-        "{isa} kernels requested on a CPU without {isa}"
-    );
-    // SAFETY (all three): the CPU supports the level (checked just above); shapes are the
-    // caller's contract (`crate::matmul::check`), and violations panic on slice bounds.
-    match isa {
-        Isa::Neon => unsafe { gemm_neon(w, act, tokens, out, ld, panels, swiglu) },
-        Isa::Dotprod => unsafe { gemm_dotprod(w, act, tokens, out, ld, panels, swiglu) },
-        Isa::I8mm => unsafe { gemm_i8mm(w, act, tokens, out, ld, panels, swiglu) },
-        _ => panic!("{isa} is not an aarch64 level"),
-    }
-}
+            #[inline(always)]
+            fn token_tile(self, _: Layout, _: usize) -> usize {
+                <$level as Core>::TILE
+            }
 
-/// A `#[target_feature]` root: [`drive`] with core `$core`, compiled with `$features`
-/// (the three differ only in those two).
-macro_rules! gemm_root {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $core:ty) => {
-        $(#[$doc])*
-        #[target_feature(enable = $features)]
-        pub unsafe fn $name(
-            w: &PackedMatrix,
-            act: &QuantizedActivation,
-            tokens: Range<usize>,
-            out: &mut [f32],
-            ld: usize,
-            panels: Range<usize>,
-            swiglu: bool,
-        ) {
-            drive::<$core>(w, act, tokens, out, ld, panels, swiglu)
+            #[inline(always)]
+            fn stage(
+                self,
+                _: Layout,
+                _: &QuantizedActivation,
+                _: Range<usize>,
+                _: usize,
+                _: usize,
+                _: &mut (),
+            ) {
+            }
+
+            #[inline(always)]
+            fn tile<const N: usize>(
+                self,
+                layout: Layout,
+                w: &PackedMatrix,
+                p: usize,
+                chunk: &Chunk<()>,
+                t: usize,
+            ) -> [F32x8; N] {
+                // SAFETY: the token proves the CPU features.
+                unsafe { tile::<$level, N>(layout, w, p, chunk.act, t) }
+            }
+
+            #[inline(always)]
+            fn silu_mul(self, g: F32x8, u: F32x8) -> F32x8 {
+                // SAFETY: the token proves NEON.
+                unsafe { [silu_mul(g[0], u[0]), silu_mul(g[1], u[1])] }
+            }
+
+            #[inline(always)]
+            fn store8(self, v: F32x8, out: &mut [f32; PANEL]) {
+                // SAFETY: the token proves NEON; `out` holds 8 f32.
+                unsafe {
+                    vst1q_f32(out.as_mut_ptr(), v[0]);
+                    vst1q_f32(out.as_mut_ptr().add(4), v[1]);
+                }
+            }
         }
     };
 }
+level_kernels!(Neon, "neon");
+level_kernels!(Dotprod, "neon,dotprod");
+level_kernels!(I8mm, "neon,dotprod,i8mm");
 
-gemm_root!(
-    /// The gemm/gemv driver with plain NEON (gemv = one token).
-    ///
-    /// # Safety
-    /// The CPU supports NEON. Shapes must satisfy `crate::matmul::check` (activation width =
-    /// matrix width, panel and token ranges in bounds, `out` long enough for `ld`); violations
-    /// panic on slice bounds, never read out of bounds.
-    gemm_neon,
-    "neon",
-    Neon
-);
-gemm_root!(
-    /// [`gemm_neon`] with `sdot`.
-    ///
-    /// # Safety
-    /// The CPU supports NEON and dotprod; shapes as [`gemm_neon`].
-    gemm_dotprod,
-    "neon,dotprod",
-    Dotprod
-);
-gemm_root!(
-    /// [`gemm_neon`] with `smmla` for token pairs (`sdot` for gemv and an odd token).
-    ///
-    /// # Safety
-    /// The CPU supports NEON, dotprod and i8mm; shapes as [`gemm_neon`].
-    gemm_i8mm,
-    "neon,dotprod,i8mm",
-    I8mm
-);
-
-/// Panels x token tiles. Safety: as [`gemm_neon`], for core `C`'s level.
-#[inline(always)]
-unsafe fn drive<C: Core>(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    swiglu: bool,
-) {
-    let r0 = panels.start * PANEL;
-    let mut c0 = tokens.start;
-    while c0 < tokens.end {
-        let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
-        for p in panels.clone() {
-            let n = (w.rows - p * PANEL).min(PANEL);
-            let off = p * PANEL - r0;
-            let mut t = c0;
-            while t < c1 {
-                let k = (c1 - t).min(C::TILE);
-                let o = &mut out[(t - tokens.start) * ld + off..];
-                match k {
-                    4 => emit::<C, 4>(w, p, act, t, o, ld, n, swiglu),
-                    3 => emit::<C, 3>(w, p, act, t, o, ld, n, swiglu),
-                    2 => emit::<C, 2>(w, p, act, t, o, ld, n, swiglu),
-                    _ => emit::<C, 1>(w, p, act, t, o, ld, n, swiglu),
-                }
-                t += k;
-            }
-        }
-        c0 = c1;
-    }
-}
-
-/// Computes output panel `p` for tokens `t..t+N` and writes `n` rows of each at
-/// `out[j * ld ..]`. Safety: core `C`'s level is supported.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn emit<C: Core, const N: usize>(
-    w: &PackedMatrix,
-    p: usize,
-    act: &QuantizedActivation,
-    t: usize,
-    out: &mut [f32],
-    ld: usize,
-    n: usize,
-    swiglu: bool,
-) {
-    // One call site of `tile` (it is inlined: one copy per layout and N, not two).
-    let z = vdupq_n_f32(0.0);
-    let mut r = [[[z; 2]; N]; 2];
-    let (first, count) = if swiglu { (2 * p, 2) } else { (p, 1) };
-    for k in 0..count {
-        r[k] = tile::<C, N>(w, first + k, act, t);
-    }
-    let mut v = r[0];
-    if swiglu {
-        for j in 0..N {
-            for h in 0..2 {
-                v[j][h] = silu_mul(v[j][h], r[1][j][h]);
-            }
-        }
-    }
-    for (j, v) in v.iter().enumerate() {
-        let o = &mut out[j * ld..j * ld + n];
-        if n == PANEL {
-            // SAFETY: `o` holds exactly 8 f32.
-            vst1q_f32(o.as_mut_ptr(), v[0]);
-            vst1q_f32(o.as_mut_ptr().add(4), v[1]);
-        } else {
-            let mut tmp = [0f32; PANEL];
-            vst1q_f32(tmp.as_mut_ptr(), v[0]);
-            vst1q_f32(tmp.as_mut_ptr().add(4), v[1]);
-            o.copy_from_slice(&tmp[..n]);
-        }
-    }
-}
-
-/// The 8 outputs of internal panel `p` for tokens `t..t+N`. Safety: `C`'s level.
+/// The 8 outputs of internal panel `p` (stored as `layout`) for tokens `t..t+N`. Safety:
+/// `C`'s level.
 #[inline(always)]
 unsafe fn tile<C: Core, const N: usize>(
+    layout: Layout,
     w: &PackedMatrix,
     p: usize,
     act: &QuantizedActivation,
     t: usize,
 ) -> [F32x8; N] {
     let (q, s) = (w.panel_quants(p), w.panel_scales(p));
-    match w.layout {
+    match layout {
         Layout::Q4_0 => q4_0::tile::<C, N>(q, s, act, t),
         Layout::Q4_1 => q4_1::tile::<C, N>(q, s, act, t),
         Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, act, t),
@@ -386,13 +292,13 @@ unsafe fn tile<C: Core, const N: usize>(
     }
 }
 
-/// `silu(g) * u = g / (1 + exp(-g)) * u` (the NEON `exp` of [`crate::ops::arm`], ~2 ulp;
+/// `silu(g) * u = g / (1 + exp(-g)) * u` (the NEON `exp` of [`ops`], ~2 ulp;
 /// saturates to ±0 / `g·u` at the ends).
 ///
 /// # Safety
 /// NEON available.
 #[inline(always)]
 pub unsafe fn silu_mul(g: float32x4_t, u: float32x4_t) -> float32x4_t {
-    let e = crate::ops::arm::exp(vnegq_f32(g));
+    let e = ops::exp(vnegq_f32(g));
     vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0), e)), u)
 }

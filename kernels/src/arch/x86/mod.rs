@@ -23,6 +23,7 @@
 pub mod act;
 pub mod attention;
 pub mod f16;
+pub mod ops;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q4_k;
@@ -31,7 +32,9 @@ pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
+use crate::matmul::driver::{self, Chunk, Job, Kernels};
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
+pub use ops::Simd;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -45,26 +48,103 @@ pub const fn token_tile(layout: Layout) -> usize {
         _ => 4,
     }
 }
-/// Activation rows whose codes stay cache-resident while all panels of the range are swept
-/// (a multiple of both tile sizes; 8..128 measured within noise, 512 ~8% slower).
-const TOKEN_CHUNK: usize = 24;
+/// The matmul kernels on the [`Simd`] token (AVX2 + FMA + F16C), for
+/// [`crate::matmul::driver`].
+impl Kernels for Simd {
+    type Rows = __m256;
+    /// The chunk's interleaved records ([`interleave`]); empty when the tiles read rows.
+    type Staged = Vec<u8>;
 
-/// Safe entry point: [`gemm`] after checking the CPU (panics without AVX2/FMA/F16C).
-pub fn gemm_checked(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    swiglu: bool,
-) {
-    assert!(
-        crate::Isa::Avx2.is_available(),
-        "AVX2 kernels requested on a CPU without AVX2/FMA/F16C"
-    );
-    // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
-    unsafe { gemm(w, act, tokens, out, ld, panels, swiglu) }
+    #[inline(always)]
+    fn run<const L: u8>(self, job: Job) {
+        /// # Safety
+        /// The CPU supports AVX2, FMA and F16C.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn root<const L: u8>(k: Simd, job: Job) {
+            driver::drive::<Simd, L>(k, job)
+        }
+        // SAFETY: the token proves the CPU features.
+        unsafe { root::<L>(self, job) }
+    }
+
+    #[inline(always)]
+    fn token_tile(self, layout: Layout, tokens: usize) -> usize {
+        // The interleaved tiles are 4 tokens wide for every layout (asm cores).
+        if tokens > 1 && has_il(layout) {
+            4
+        } else {
+            token_tile(layout)
+        }
+    }
+
+    #[inline(always)]
+    fn stage(
+        self,
+        layout: Layout,
+        act: &QuantizedActivation,
+        rows: Range<usize>,
+        tt: usize,
+        tokens: usize,
+        staged: &mut Vec<u8>,
+    ) {
+        if tokens > 1 && has_il(layout) {
+            interleave(act, rows, tt, staged);
+        }
+    }
+
+    #[inline(always)]
+    fn tile<const N: usize>(
+        self,
+        layout: Layout,
+        w: &PackedMatrix,
+        p: usize,
+        chunk: &Chunk<Vec<u8>>,
+        t: usize,
+    ) -> [__m256; N] {
+        // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3 tokens
+        // reads the rows.
+        let src = if !chunk.staged.is_empty() && (N == 4 || layout != Layout::Q8_0) {
+            let rec = w.blocks() * IL_REC;
+            let at = (t - chunk.start) * rec;
+            Src::Il(&chunk.staged[at..at + N * rec])
+        } else {
+            Src::Rows(chunk.act, t)
+        };
+        // SAFETY: the token proves the CPU features.
+        unsafe { tile::<N>(layout, w, p, src) }
+    }
+
+    #[inline(always)]
+    fn silu_mul(self, g: __m256, u: __m256) -> __m256 {
+        // SAFETY: the token proves the CPU features.
+        unsafe { silu_mul(g, u) }
+    }
+
+    #[inline(always)]
+    fn store8(self, v: __m256, out: &mut [f32; PANEL]) {
+        // SAFETY: the token proves the CPU features; `out` holds 8 f32.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) }
+    }
+}
+
+/// Runs `f` inside a function compiled with AVX2 + FMA when the CPU has them, else as is
+/// (`ggml_exact`'s `fma_clone!`): without FMA in the target `f32::mul_add` is a call into a
+/// software `fmaf`, with it one instruction, and LLVM can vectorize around it. The bits are
+/// the same either way (a fused multiply-add is exactly rounded by definition).
+#[inline(always)]
+pub fn with_fma<R>(f: impl FnOnce() -> R) -> R {
+    /// # Safety
+    /// The CPU supports AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn fast<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        // SAFETY: AVX2 and FMA were detected just above.
+        unsafe { fast(f) }
+    } else {
+        f()
+    }
 }
 
 /// gemv software-prefetch distance: the code bytes this far ahead of the block being read
@@ -83,67 +163,6 @@ pub const PREFETCH_BYTES: usize = 2048;
 pub(crate) unsafe fn prefetch_ahead(p: *const u8, lines: usize) {
     for l in 0..lines {
         _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BYTES + 64 * l) as *const i8);
-    }
-}
-
-/// The gemm/gemv driver (gemv = one token).
-///
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C. Shapes must satisfy the contract checked by
-/// `crate::matmul::check` (activation width = matrix width, panel and token ranges in
-/// bounds, `out` long enough for `ld`); violations panic on slice bounds, never read out
-/// of bounds.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    swiglu: bool,
-) {
-    let r0 = panels.start * PANEL;
-    let il = tokens.len() > 1 && has_il(w.layout);
-    // The interleaved tiles are 4 tokens wide for every layout (asm cores).
-    let tt = if il { 4 } else { token_tile(w.layout) };
-    let nb = act.blocks();
-    let mut buf = Vec::new();
-    let mut c0 = tokens.start;
-    while c0 < tokens.end {
-        let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
-        if il {
-            interleave(act, c0..c1, tt, &mut buf);
-        }
-        for p in panels.clone() {
-            let n = (w.rows - p * PANEL).min(PANEL);
-            let off = p * PANEL - r0;
-            let mut t = c0;
-            while t < c1 {
-                let k = (c1 - t).min(tt);
-                let base = (t - tokens.start) * ld + off;
-                // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3
-                // tokens reads the rows.
-                let src = if il && (k == 4 || w.layout != Layout::Q8_0) {
-                    let at = (t - c0) * nb * IL_REC;
-                    Src::Il(&buf[at..at + k * nb * IL_REC])
-                } else {
-                    Src::Rows(act, t)
-                };
-                let o = &mut out[base..];
-                // SAFETY (all six): same CPU-feature contract as this function.
-                match k {
-                    6 => unsafe { emit::<6>(w, p, src, o, ld, n, swiglu) },
-                    5 => unsafe { emit::<5>(w, p, src, o, ld, n, swiglu) },
-                    4 => unsafe { emit::<4>(w, p, src, o, ld, n, swiglu) },
-                    3 => unsafe { emit::<3>(w, p, src, o, ld, n, swiglu) },
-                    2 => unsafe { emit::<2>(w, p, src, o, ld, n, swiglu) },
-                    _ => unsafe { emit::<1>(w, p, src, o, ld, n, swiglu) },
-                }
-                t += k;
-            }
-        }
-        c0 = c1;
     }
 }
 
@@ -275,59 +294,23 @@ enum Src<'a> {
     Il(&'a [u8]),
 }
 
-/// Computes output panel `p` for tokens `t..t+N` and writes `n` rows of each at
-/// `out[j * ld ..]`.
+/// The 8 outputs of internal panel `p` (stored as `layout`) for tokens `t..t+N`.
 ///
 /// # Safety
 /// CPU supports AVX2, FMA, F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-#[allow(clippy::too_many_arguments)]
-unsafe fn emit<const N: usize>(
+unsafe fn tile<const N: usize>(
+    layout: Layout,
     w: &PackedMatrix,
     p: usize,
     src: Src,
-    out: &mut [f32],
-    ld: usize,
-    n: usize,
-    swiglu: bool,
-) {
-    let v = if swiglu {
-        let mut g = unsafe { tile::<N>(w, 2 * p, src) };
-        let u = unsafe { tile::<N>(w, 2 * p + 1, src) };
-        for j in 0..N {
-            g[j] = unsafe { silu_mul(g[j], u[j]) };
-        }
-        g
-    } else {
-        unsafe { tile::<N>(w, p, src) }
-    };
-    for (j, v) in v.iter().enumerate() {
-        let o = &mut out[j * ld..j * ld + n];
-        if n == PANEL {
-            // SAFETY: `o` holds exactly 8 f32.
-            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), *v) };
-        } else {
-            let mut tmp = [0f32; PANEL];
-            // SAFETY: `tmp` holds 8 f32.
-            unsafe { _mm256_storeu_ps(tmp.as_mut_ptr(), *v) };
-            o.copy_from_slice(&tmp[..n]);
-        }
-    }
-}
-
-/// The 8 outputs of internal panel `p` for tokens `t..t+N`.
-///
-/// # Safety
-/// CPU supports AVX2, FMA, F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn tile<const N: usize>(w: &PackedMatrix, p: usize, src: Src) -> [__m256; N] {
+) -> [__m256; N] {
     let (q, s) = (w.panel_quants(p), w.panel_scales(p));
     let (act, t) = match src {
         // SAFETY: CPU features as required by this function's contract.
         Src::Il(a) => unsafe {
-            return match w.layout {
+            return match layout {
                 Layout::Q4_0 => q4_0::tile_il::<N>(q, s, a, w.blocks()),
                 Layout::Q4_1 => q4_1::tile_il::<N>(q, s, a, w.blocks()),
                 Layout::Q4_1x64 => q4_1::tile_x64_il::<N>(q, s, a, w.blocks()),
@@ -339,14 +322,14 @@ unsafe fn tile<const N: usize>(w: &PackedMatrix, p: usize, src: Src) -> [__m256;
                     r.copy_from_slice(&v);
                     r
                 }
-                _ => unreachable!("no interleaved tile for {:?}", w.layout),
+                _ => unreachable!("no interleaved tile for {layout:?}"),
             };
         },
         Src::Rows(act, t) => (act, t),
     };
     // SAFETY: CPU features as required by this function's contract.
     unsafe {
-        match w.layout {
+        match layout {
             Layout::Q4_0 => q4_0::tile::<N>(q, s, act, t),
             Layout::Q4_1 => q4_1::tile::<N>(q, s, act, t),
             Layout::Q4_1x64 => q4_1::tile_x64::<N>(q, s, act, t),

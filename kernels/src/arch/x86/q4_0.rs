@@ -6,6 +6,7 @@
 //! are accumulated in int16 and widened once with `madd(·, 1)`. Q4_0's `-8` offset is
 //! folded in exactly as `Σwq - 8·Σq` in int32.
 
+use crate::arch::{act_ptrs, per_token};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -62,15 +63,6 @@ pub(super) unsafe fn block_p16<const N: usize>(qp: *const u8, ap: &[*const i8; N
     p16
 }
 
-/// Pointers to the codes of activation rows `t0..t0+N` (checked in bounds).
-pub(super) fn act_ptrs<const N: usize>(act: &QuantizedActivation, t0: usize) -> [*const i8; N] {
-    let mut ap = [std::ptr::null(); N];
-    for (t, p) in ap.iter_mut().enumerate() {
-        *p = act.row_qs(t0 + t).as_ptr();
-    }
-    ap
-}
-
 /// The 8 row outputs of one Q4_0 panel for activation rows `t0..t0+N`.
 ///
 /// # Safety
@@ -87,12 +79,8 @@ pub unsafe fn tile<const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 128 && s.len() >= nb * 8 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut asum = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        asum[t] = &act.row_sum8(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
+    let asum = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_sum8);
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
         if N == 1 {

@@ -2,7 +2,8 @@
 //! `super::q4_0::block_sums`. Scales per (panel, group): `[d; 8] ++ [m; 8]` fp16.
 //! [`tile_x64`] reads the merged layout with one `(d, m)` per 64-group.
 
-use super::q4_0::{act_ptrs, bcast_f, block_p16_il, block_sums};
+use super::q4_0::{bcast_f, block_p16_il, block_sums};
+use crate::arch::{act_ptrs, per_token};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -21,12 +22,8 @@ pub unsafe fn tile<const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 128 && s.len() >= nb * 16 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
         if N == 1 {
@@ -69,12 +66,8 @@ pub unsafe fn tile_x64<const N: usize>(
     let ng = nb / 2;
     assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [_mm256_setzero_ps(); N];
     for g in 0..ng {
         let (b0, b1) = (2 * g, 2 * g + 1);

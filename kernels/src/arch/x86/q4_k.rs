@@ -5,7 +5,8 @@
 //! `(dmin·m)·(da·Σa)`. (Accumulating per super-block and applying `d`, `dmin` once needs
 //! two more accumulators per token: register spills in the 4-token gemm tile, ~10% slower.)
 
-use super::q4_0::{act_ptrs, bcast_f, block_p16, block_p16_il};
+use super::q4_0::{bcast_f, block_p16, block_p16_il};
+use crate::arch::{act_ptrs, per_token};
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -66,12 +67,8 @@ pub unsafe fn tile<const N: usize>(
     let spg = Layout::Q4_K.scales_per_group();
     assert!(nb % 8 == 0 && q.len() >= nb * 128 && s.len() >= ng * spg && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [_mm256_setzero_ps(); N];
     for g in 0..ng {
         // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).

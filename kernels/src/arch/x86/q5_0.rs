@@ -4,7 +4,8 @@
 //! `<= 2·31·127`: four vectors summed in int16, then widened). The `−16` is folded
 //! exactly as `Σqa − 16·Σa` in int32; one FMA per block for 8 rows.
 
-use super::q4_0::{act_ptrs, bcast};
+use super::q4_0::bcast;
+use crate::arch::{act_ptrs, per_token};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -83,12 +84,8 @@ pub unsafe fn tile<const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 160 && s.len() >= nb * 8 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut asum = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        asum[t] = &act.row_sum8(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
+    let asum = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_sum8);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {

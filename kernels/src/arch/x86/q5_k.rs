@@ -5,9 +5,9 @@
 //! in `vpmaddwd` (exact int32 `sc·Σqa`), one FMA per sub-block applies `d·da`, one more
 //! the min term `(dmin·m)·(da·Σa)` — the scalar reference's order, bit for bit.
 
-use super::q4_0::act_ptrs;
 use super::q4_k::{group_d_dmin, sub_scales};
 use super::q5_0::pair_p16;
+use crate::arch::{act_ptrs, per_token};
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -28,12 +28,8 @@ pub unsafe fn tile<const N: usize>(
     let spg = Layout::Q5_K.scales_per_group();
     assert!(nb % 8 == 0 && q.len() >= nb * 160 && s.len() >= ng * spg && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut ads = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        ads[t] = &act.row_ds(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
+    let ads = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_ds);
     let mut acc = [_mm256_setzero_ps(); N];
     for g in 0..ng {
         // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).

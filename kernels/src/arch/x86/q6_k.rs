@@ -6,7 +6,7 @@
 //! `2j+1`), and the `−32` offset subtracted exactly as `32·(sc_lo·S_lo + sc_hi·S_hi)` with
 //! one more `vpmaddwd` against the activation's half-block sums. One FMA per block.
 
-use super::q4_0::act_ptrs;
+use crate::arch::{act_ptrs, per_token};
 use crate::matmul::{Layout, QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -39,12 +39,8 @@ pub unsafe fn tile<const N: usize>(
     let spg = Layout::Q6_K.scales_per_group();
     assert!(nb % 8 == 0 && q.len() >= nb * 192 && s.len() >= ng * spg && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    let mut s16 = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-        s16[t] = &act.row_sum16(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
+    let s16 = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_sum16);
     let m4 = _mm256_set1_epi8(0x0F);
     let m30 = _mm256_set1_epi8(0x30);
     let dup_lo = _mm256_setr_epi8(

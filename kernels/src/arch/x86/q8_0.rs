@@ -3,7 +3,7 @@
 //! `madd(·, 1)` before summing. `|w|` is computed once per weight vector and shared by the
 //! N tokens.
 
-use super::q4_0::act_ptrs;
+use crate::arch::{act_ptrs, per_token};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -22,10 +22,7 @@ pub unsafe fn tile<const N: usize>(
     let nb = act.blocks();
     assert!(q.len() >= nb * 256 && s.len() >= nb * 8 && t0 + N <= act.rows());
     let mut ap = act_ptrs::<N>(act, t0);
-    let mut ad = [&[][..]; N];
-    for t in 0..N {
-        ad[t] = &act.row_d(t0 + t)[..nb];
-    }
+    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {

@@ -3,11 +3,24 @@
 //!
 //! Every `pub unsafe fn` here shares one contract besides what its own doc adds: the CPU
 //! supports AVX2, FMA and F16C (`Isa::Avx2.is_available()`), and the pointers are valid for
-//! the element counts given. The safe wrappers in the op files check both.
+//! the element counts given. The safe wrappers in [`crate::arch::elementwise`] check both
+//! (the CPU through the [`Simd`] token).
 
-use super::exp_consts as k;
-use super::rope::RopeMode;
+use crate::ops::exp_consts as k;
+use crate::ops::rope::RopeMode;
+use crate::Isa;
 use std::arch::x86_64::*;
+
+/// Proof that this CPU runs the AVX2 + FMA + F16C bodies: only [`Simd::detect`] makes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Simd(());
+
+impl Simd {
+    /// The token for `isa` if it maps to these bodies (`Avx2`) and this CPU runs them.
+    pub fn detect(isa: Isa) -> Option<Simd> {
+        (isa == Isa::Avx2 && isa.is_available()).then_some(Simd(()))
+    }
+}
 
 const L: usize = 8;
 
@@ -37,7 +50,7 @@ unsafe fn hmax(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// `exp(x)` per lane, ~2 ulp (see [`super::exp_consts`]).
+/// `exp(x)` per lane, ~2 ulp (see [`crate::ops::exp_consts`]).
 ///
 /// # Safety
 /// AVX2 + FMA available.
@@ -359,4 +372,14 @@ pub unsafe fn f32_to_f16(src: *const f32, dst: *mut u16, n: usize) {
         _mm_storeu_si128(buf.as_mut_ptr() as *mut __m128i, h);
         std::ptr::copy_nonoverlapping(buf.as_ptr(), dst.add(i), n - i);
     }
+}
+
+/// `out[i] = exp(x[i])` with the vector [`exp`] (tests compare it with `f32::exp`).
+///
+/// # Safety
+/// As [`silu`].
+#[cfg(test)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn exp_row(x: *const f32, out: *mut f32, n: usize) {
+    map!(x, out, n, exp)
 }

@@ -3,17 +3,31 @@
 //!
 //! Every `pub unsafe fn` here shares one contract besides what its own doc adds: the CPU
 //! supports NEON (always true on aarch64 Linux; checked through `Isa` anyway), and the
-//! pointers are valid for the element counts given. The safe wrappers in the op files check
-//! both.
+//! pointers are valid for the element counts given. The safe wrappers in
+//! [`crate::arch::elementwise`] check both (the CPU through the [`Simd`] token).
 
-use super::exp_consts as k;
-use super::rope::RopeMode;
+use crate::ops::exp_consts as k;
+use crate::ops::rope::RopeMode;
+use crate::Isa;
 use std::arch::aarch64::*;
 use std::arch::asm;
 
+/// Proof that this CPU runs the NEON bodies: only [`Simd::detect`] makes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Simd(());
+
+impl Simd {
+    /// The token for `isa` if it maps to these bodies (`Neon`, `Dotprod`, `I8mm`: these ops
+    /// need no dot product) and this CPU runs it.
+    pub fn detect(isa: Isa) -> Option<Simd> {
+        let neon = matches!(isa, Isa::Neon | Isa::Dotprod | Isa::I8mm);
+        (neon && isa.is_available()).then_some(Simd(()))
+    }
+}
+
 const L: usize = 4;
 
-/// `exp(x)` per lane, ~2 ulp (see [`super::exp_consts`]).
+/// `exp(x)` per lane, ~2 ulp (see [`crate::ops::exp_consts`]).
 ///
 /// # Safety
 /// NEON available.
@@ -346,4 +360,14 @@ pub unsafe fn f32_to_f16(src: *const f32, dst: *mut u16, n: usize) {
         vst1_u16(buf.as_mut_ptr(), h);
         std::ptr::copy_nonoverlapping(buf.as_ptr(), dst.add(i), n - i);
     }
+}
+
+/// `out[i] = exp(x[i])` with the vector [`exp`] (tests compare it with `f32::exp`).
+///
+/// # Safety
+/// As [`silu`].
+#[cfg(test)]
+#[target_feature(enable = "neon")]
+pub unsafe fn exp_row(x: *const f32, out: *mut f32, n: usize) {
+    map!(x, out, n, exp)
 }

@@ -1,0 +1,200 @@
+//! The gemm/gemv driver, written once for every SIMD ISA: chunks of tokens x output panels
+//! x token tiles, the gate/up (SwiGLU) pairing and the partial-panel store. An ISA brings
+//! its [`Kernels`]: the tile products, `silu·mul`, an 8-row store, and the entry point
+//! that compiles [`drive`] with its target features.
+//!
+//! Performance shape: [`run`] is the one layout dispatch, at run time; below it [`drive`]
+//! is monomorphized per (ISA, layout) — the layout is a const generic — and is
+//! `#[inline(always)]`, so each ISA's `#[target_feature]` entry point (`Kernels::run`)
+//! compiles the whole hot loop, tiles included, into one function per layout. (Generic code
+//! that merged layouts or crossed a `#[target_feature]` boundary per tile measured 14-55%
+//! slower on x86.)
+
+use super::{Layout, PackedMatrix, QuantizedActivation, PANEL};
+use std::ops::Range;
+
+/// One gemm/gemv call, shapes checked by `matmul::check`: rows `panels` of `w` times the
+/// activation rows `tokens`, row `r` of token `t` into `out[(t - tokens.start)·ld + r - 8·panels.start]`.
+pub struct Job<'a> {
+    pub w: &'a PackedMatrix,
+    pub act: &'a QuantizedActivation,
+    pub tokens: Range<usize>,
+    pub out: &'a mut [f32],
+    pub ld: usize,
+    pub panels: Range<usize>,
+    /// `w` is a gate/up pair: output `silu(gate)·up` (internal panels `2p`, `2p + 1`).
+    pub swiglu: bool,
+}
+
+/// What a token chunk's tiles read: the activation rows and what the ISA staged from them.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only x86 stages
+pub struct Chunk<'a, S> {
+    pub act: &'a QuantizedActivation,
+    /// The chunk's first token.
+    pub start: usize,
+    /// [`Kernels::stage`]'s output for the chunk.
+    pub staged: &'a S,
+}
+
+/// One ISA's matmul operations. A value is the proof that the CPU runs them (only the ISA's
+/// detection makes one), so the methods are safe.
+pub trait Kernels: Copy {
+    /// The 8 f32 outputs of one panel for one token.
+    type Rows: Copy;
+    /// Per-chunk activation data the tiles read besides the rows (x86: interleaved records).
+    type Staged: Default;
+    /// Runs [`drive::<Self, L>`](drive) inside a `#[target_feature]` function of this ISA.
+    fn run<const L: u8>(self, job: Job);
+    /// Activation rows per weight-panel pass for `layout` in a call over `tokens` tokens
+    /// (at most 6).
+    fn token_tile(self, layout: Layout, tokens: usize) -> usize;
+    /// Prepares the chunk `rows` (tiles of `tt`) for a call over `tokens` tokens.
+    fn stage(
+        self,
+        layout: Layout,
+        act: &QuantizedActivation,
+        rows: Range<usize>,
+        tt: usize,
+        tokens: usize,
+        staged: &mut Self::Staged,
+    );
+    /// The outputs of internal panel `p` of `w` (stored as `layout`) for tokens `t..t+N`.
+    fn tile<const N: usize>(
+        self,
+        layout: Layout,
+        w: &PackedMatrix,
+        p: usize,
+        chunk: &Chunk<Self::Staged>,
+        t: usize,
+    ) -> [Self::Rows; N];
+    /// `silu(g)·u` per row.
+    fn silu_mul(self, g: Self::Rows, u: Self::Rows) -> Self::Rows;
+    /// Writes the 8 rows.
+    fn store8(self, v: Self::Rows, out: &mut [f32; PANEL]);
+}
+
+/// Activation rows whose codes stay cache-resident while all panels of the range are swept
+/// (a multiple of every tile size; x86: 8..128 measured within noise, 512 ~8% slower).
+const TOKEN_CHUNK: usize = 24;
+
+/// Runs `job` on the ISA of `k`: the one run-time dispatch on the layout.
+pub fn run<K: Kernels>(k: K, job: Job) {
+    macro_rules! by_layout {
+        ($($l:ident),*) => {
+            match job.w.layout {
+                $(Layout::$l => k.run::<{ Layout::$l as u8 }>(job),)*
+            }
+        };
+    }
+    by_layout!(Q4_0, Q4_1, Q4_1x64, Q8_0, Q4_K, Q5_K, Q6_K, Q5_0, F16)
+}
+
+/// Chunks x panels x token tiles for layout `Layout::ALL[L]` (`job.w.layout`).
+#[inline(always)]
+pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
+    let layout = Layout::ALL[L as usize];
+    debug_assert_eq!(layout, job.w.layout);
+    let Job {
+        w,
+        act,
+        tokens,
+        out,
+        ld,
+        panels,
+        swiglu,
+    } = job;
+    let tt = k.token_tile(layout, tokens.len());
+    let r0 = panels.start * PANEL;
+    let mut staged = K::Staged::default();
+    let mut c0 = tokens.start;
+    while c0 < tokens.end {
+        let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
+        k.stage(layout, act, c0..c1, tt, tokens.len(), &mut staged);
+        let chunk = Chunk {
+            act,
+            start: c0,
+            staged: &staged,
+        };
+        for p in panels.clone() {
+            let n = (w.rows - p * PANEL).min(PANEL);
+            let off = p * PANEL - r0;
+            let mut t = c0;
+            while t < c1 {
+                let rows = (c1 - t).min(tt);
+                let o = &mut out[(t - tokens.start) * ld + off..];
+                let e = Emit {
+                    k,
+                    layout,
+                    w,
+                    p,
+                    chunk: &chunk,
+                    t,
+                    ld,
+                    n,
+                    swiglu,
+                };
+                match rows {
+                    6 => e.emit::<6>(o),
+                    5 => e.emit::<5>(o),
+                    4 => e.emit::<4>(o),
+                    3 => e.emit::<3>(o),
+                    2 => e.emit::<2>(o),
+                    _ => e.emit::<1>(o),
+                }
+                t += rows;
+            }
+        }
+        c0 = c1;
+    }
+}
+
+/// One output panel for one token tile.
+struct Emit<'a, K: Kernels> {
+    k: K,
+    layout: Layout,
+    w: &'a PackedMatrix,
+    p: usize,
+    chunk: &'a Chunk<'a, K::Staged>,
+    t: usize,
+    ld: usize,
+    /// Rows of the panel that exist (`< 8` in the last panel).
+    n: usize,
+    swiglu: bool,
+}
+
+impl<K: Kernels> Emit<'_, K> {
+    /// Computes panel `p` for tokens `t..t+N` and writes its `n` rows of each token at
+    /// `out[j·ld..]`.
+    #[inline(always)]
+    fn emit<const N: usize>(&self, out: &mut [f32]) {
+        let Emit {
+            k,
+            layout,
+            w,
+            p,
+            chunk,
+            t,
+            ..
+        } = *self;
+        let v = if self.swiglu {
+            let mut g = k.tile::<N>(layout, w, 2 * p, chunk, t);
+            let u = k.tile::<N>(layout, w, 2 * p + 1, chunk, t);
+            for j in 0..N {
+                g[j] = k.silu_mul(g[j], u[j]);
+            }
+            g
+        } else {
+            k.tile::<N>(layout, w, p, chunk, t)
+        };
+        for (j, v) in v.iter().enumerate() {
+            let o = &mut out[j * self.ld..j * self.ld + self.n];
+            if let Some(o) = o.first_chunk_mut::<PANEL>() {
+                k.store8(*v, o);
+            } else {
+                let mut tmp = [0f32; PANEL];
+                k.store8(*v, &mut tmp);
+                o.copy_from_slice(&tmp[..self.n]);
+            }
+        }
+    }
+}
