@@ -60,7 +60,7 @@ fn receipt(created: &str, llama_x: [f64; 2], ik_x: Option<[f64; 2]>) -> Receipt 
     {
         let mut engines = BTreeMap::from([(LLAMA, samples(&[ts / llama_x[i]; 2], 180))]);
         if let Some(x) = ik_x {
-            engines.insert(IK, samples(&[ts / x[i] * 0.99, ts / x[i] * 1.01], 200));
+            engines.insert(IK, samples(&[ts / x[i] - 5.0, ts / x[i] + 5.0], 200));
         }
         r.results.push(Comparison::new(
             "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -77,12 +77,12 @@ fn receipt(created: &str, llama_x: [f64; 2], ik_x: Option<[f64; 2]>) -> Receipt 
 
 #[test]
 fn receipt_with_two_engines_round_trips() {
-    let r = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.1, 0.8]));
+    let r = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.25, 0.8]));
     let text = serde_json::to_string_pretty(&r).unwrap();
     assert_eq!(Receipt::from_json(&text).unwrap(), r);
     assert!(text.contains("\"version\": 2") && text.contains("\"ik_llama.cpp\""));
     let c = &r.results[1];
-    // pocket 500 t/s against ik_llama.cpp's 625 mean (0.99 and 1.01 of it).
+    // pocket 500 t/s against ik_llama.cpp's 625 mean (620 and 630).
     assert!((c.speedup(IK).unwrap() - 0.8).abs() < 1e-9);
     assert!((c.speedup(LLAMA).unwrap() - 2.0).abs() < 1e-9);
     assert_eq!(c.derived.engines[&IK].rss_delta_bytes, -(100 << 20));
@@ -131,9 +131,17 @@ fn version_1_receipts_still_load() {
         raw["llama_cpp_build"].as_str().unwrap()
     );
     // A version 1 llama.cpp ran with the receipt's placement flags.
+    let p = &raw["placement"];
+    let strict = if p["cpu_strict"].as_bool().unwrap() {
+        "1"
+    } else {
+        "0"
+    };
+    let poll = p["poll"].to_string();
+    let mask = p["cpu_mask"].as_str().unwrap();
     assert_eq!(
         r.engines[&LLAMA].options,
-        ["--cpu-mask", "0x3", "--cpu-strict", "1", "--poll", "0"]
+        ["--cpu-mask", mask, "--cpu-strict", strict, "--poll", &poll]
     );
     assert_eq!(r.results.len(), raw["results"].as_array().unwrap().len());
     for (c, old) in r.results.iter().zip(raw["results"].as_array().unwrap()) {
@@ -166,7 +174,7 @@ fn every_stored_receipt_in_the_tree_loads() {
 
 #[test]
 fn report_and_csv_have_a_column_per_engine() {
-    let r = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.1, 0.8]));
+    let r = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.25, 0.8]));
     let csv = report::results_csv(&r);
     // 2 comparisons × 3 engines × 2 repetitions.
     assert_eq!(csv.lines().count(), 1 + 2 * 3 * 2);
@@ -175,7 +183,7 @@ fn report_and_csv_have_a_column_per_engine() {
     for needle in [
         "# pocket vs llama.cpp, ik_llama.cpp",
         "| model | test | threads | pocket t/s | llama.cpp t/s | ik_llama.cpp t/s | × llama.cpp | × ik_llama.cpp |",
-        "| SmolLM2-135M-Instruct.Q4_1 | pp32 | 2 | 500.00 ± 0.00 | 250.00 ± 0.00 | 625.00 ± 8.84 | 2.000 | 0.800 |",
+        "| SmolLM2-135M-Instruct.Q4_1 | pp32 | 2 | 500.00 ± 0.00 | 250.00 ± 0.00 | 625.00 ± 7.07 | 2.000 | 0.800 |",
         "ik_llama.cpp: ik 0.1.5 test; every run with `-rtr 1 -fa 1`",
         "ik_llama.cpp RSS MiB",
         "200.0 (-100.0)",
@@ -195,12 +203,12 @@ fn report_and_csv_have_a_column_per_engine() {
 
 #[test]
 fn gate_checks_each_engine_on_its_own() {
-    let base = receipt("2026-12-01T20:00:00Z", [1.5, 2.0], Some([1.1, 0.8]));
-    let same = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.1, 0.8]));
+    let base = receipt("2026-12-01T20:00:00Z", [1.5, 2.0], Some([1.25, 0.8]));
+    let same = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.25, 0.8]));
     let ok = gate::check(&base, &same, 0.95);
     assert!(ok.passed() && ok.checked == 4, "{ok}");
     // pocket slower against ik_llama.cpp on pp32 only: one regression, named by engine.
-    let worse = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.1, 0.7]));
+    let worse = receipt("2026-12-01T23:00:00Z", [1.5, 2.0], Some([1.25, 0.7]));
     let bad = gate::check(&base, &worse, 0.95);
     assert_eq!(bad.regressions.len(), 1, "{bad}");
     assert_eq!(bad.regressions[0].engine, IK);
@@ -228,7 +236,7 @@ fn history_mixes_one_and_two_engine_receipts() {
         &std::fs::read_to_string(data("receipt-v1-2026-12-01-vm.json")).unwrap(),
     )
     .unwrap();
-    let newer = receipt("2026-12-02T01:00:00Z", [1.5, 2.0], Some([1.1, 0.8]));
+    let newer = receipt("2026-12-02T01:00:00Z", [1.5, 2.0], Some([1.25, 0.8]));
     let html = history::history_html(&[old.clone(), newer], &[]).unwrap();
     assert!(html.contains("<h2>Speedup (pocket / llama.cpp)</h2>"));
     assert!(html.contains("<h2>Speedup (pocket / ik_llama.cpp)</h2>"));
@@ -314,4 +322,29 @@ fn ik_command_line_repacks_and_uses_flash_attention() {
         missing.contains("bash compare/provision-ik-llama.sh"),
         "{missing}"
     );
+}
+
+#[test]
+fn the_native_ik_build_wins_once_complete() {
+    let cache = tempfile::tempdir().unwrap();
+    let install = |dir: &str, info: bool| {
+        let bin = cache.path().join(dir).join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("llama-bench"), "").unwrap();
+        if info {
+            std::fs::write(cache.path().join(dir).join("BUILD_INFO"), dir).unwrap();
+        }
+    };
+    install("ik_llama.cpp-prebuilt", true);
+    // A native build under way (no BUILD_INFO yet) is not used.
+    install("ik_llama.cpp", false);
+    let ik = IkLlamaCpp::in_cache(cache.path()).unwrap();
+    assert!(
+        ik.dir.ends_with("ik_llama.cpp-prebuilt"),
+        "{}",
+        ik.dir.display()
+    );
+    install("ik_llama.cpp", true);
+    let ik = IkLlamaCpp::in_cache(cache.path()).unwrap();
+    assert!(ik.dir.ends_with("ik_llama.cpp"), "{}", ik.dir.display());
 }
