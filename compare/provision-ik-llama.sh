@@ -11,7 +11,9 @@
 # The build is CPU only and native (GGML_NATIVE=ON: ik_llama.cpp is benchmarked at its best
 # on this CPU, like llama.cpp-native), with GGML_IQK_FA_ALL_QUANTS=OFF: the flash-attention
 # kernels for every K/V quant pair are most of the build time, and pocket compares with an
-# f16 KV cache. About 15-25 minutes on 2 cores; ccache (if installed) makes a rebuild short.
+# f16 KV cache. Still long: ggml's iqk kernels dominate (well over an hour on a 2-core VM
+# shared with other builds); an interrupted build resumes, and ccache (if installed) makes a
+# rebuild short.
 #
 # `--prebuilt` (x86-64 Linux only) is the quick way, a few minutes: libggml/libllama from the
 # same release's manylinux wheel (built for generic x86-64 with AVX2, not native: on an
@@ -91,7 +93,7 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=ON \
   -DBUILD_SHARED_LIBS=OFF ${IK_CMAKE_FLAGS:-} >"$build.configure.log" 2>&1 \
   || { tail -30 "$build.configure.log"; exit 1; }
-say "building ${tools[*]} with $jobs jobs (15-25 minutes on 2 cores)"
+say "building ${tools[*]} with $jobs jobs (long: the iqk kernels; see the header)"
 start=$(date +%s)
 cmake --build "$build" --config Release -j "$jobs" --target "${tools[@]}" >"$build.build.log" 2>&1 \
   || { tail -40 "$build.build.log"; exit 1; }
