@@ -1,10 +1,13 @@
-//! Runs a plan — models × tests × threads, each repeated in fresh processes — on two
-//! engines and collects a [`Receipt`]. Repetitions alternate between the engines so that
-//! drift in the machine's state (heat, neighbours) falls on both alike.
+//! Runs a plan — models × tests × threads, each repeated in fresh processes — on pocket
+//! and every reference engine and collects a [`Receipt`]. Each repetition runs every
+//! engine once, the order rotating from one repetition to the next, so that drift in the
+//! machine's state (heat, neighbours) falls on all engines alike and no engine always
+//! runs right after the same one.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::engine::{Engine, Sample, Test};
+use crate::engine::{Engine, EngineKind, Reference, Sample, Test};
 use crate::receipt::{Comparison, EngineSamples, Machine, Receipt};
 use crate::Result;
 
@@ -18,18 +21,25 @@ pub struct Plan {
     pub reps: u32,
 }
 
-/// Measures `plan` on both engines; `progress` hears one line per repetition.
+/// Measures `plan` on pocket and `references`; `progress` hears one line per repetition.
+/// The references' builds and flags go into the receipt's `engines`.
 pub fn run(
     plan: &Plan,
     pocket: &dyn Engine,
-    llama_cpp: &dyn Engine,
+    references: &[&dyn Reference],
     receipt: Receipt,
     mut progress: impl FnMut(&str),
 ) -> Result<Receipt> {
     if plan.reps == 0 {
         return Err(crate::Error::NoRepetitions);
     }
+    if references.is_empty() {
+        return Err(crate::llama_bench::ToolError::NoEngines.into());
+    }
     let mut receipt = receipt;
+    for r in references {
+        receipt.engines.insert(r.kind(), r.info());
+    }
     let bandwidth = receipt.machine.bandwidth.clone();
     for model in &plan.models {
         let name = model.file_name().map_or_else(
@@ -38,39 +48,34 @@ pub fn run(
         );
         for &test in &plan.tests {
             for &threads in &plan.threads {
-                let mut ours: Vec<Sample> = Vec::new();
-                let mut theirs: Vec<Sample> = Vec::new();
-                for rep in 1..=plan.reps {
-                    for (engine, into) in [(pocket, &mut ours), (llama_cpp, &mut theirs)] {
-                        let s = engine.bench(model, test, threads).map_err(|e| {
-                            crate::Error::Engine {
-                                run: format!("{} on {name} {test} t{threads}", engine.name()),
-                                source: Box::new(e),
-                            }
-                        })?;
-                        progress(&format!(
-                            "{name} {test} t{threads} rep {rep}/{}: {} {:.2} t/s, peak RSS {:.1} MiB",
-                            plan.reps,
-                            engine.name(),
-                            s.ts,
-                            s.peak_rss_bytes as f64 / (1 << 20) as f64
-                        ));
-                        into.push(s);
-                    }
-                }
-                // llama-bench's model_size is the tensor bytes a decoded token reads.
+                let cell = Cell {
+                    model,
+                    name: &name,
+                    test,
+                    threads,
+                };
+                let (ours, theirs) = cell.measure(plan.reps, pocket, references, &mut progress)?;
+                // Mainline llama-bench's model_size is the tensor bytes a decoded token
+                // reads, and pocket prints the same; ik_llama.cpp counts its own way.
                 let model_bytes = theirs
-                    .iter()
+                    .get(&EngineKind::LlamaCpp)
+                    .into_iter()
+                    .flatten()
                     .chain(&ours)
+                    .chain(theirs.values().flatten())
                     .map(|s| s.row.model_size)
                     .find(|&b| b > 0);
+                let engines = theirs
+                    .iter()
+                    .map(|(k, s)| (*k, EngineSamples::from_samples(s)))
+                    .collect();
                 receipt.results.push(Comparison::new(
                     &name,
                     model_bytes,
                     test,
                     threads,
                     EngineSamples::from_samples(&ours),
-                    EngineSamples::from_samples(&theirs),
+                    engines,
                     bandwidth.as_ref(),
                 ));
             }
@@ -80,7 +85,72 @@ pub fn run(
     Ok(receipt)
 }
 
-/// A receipt for this machine (with `bandwidth`, if probed), both builds, and no results.
+/// One (model, test, threads) of the plan.
+struct Cell<'a> {
+    model: &'a std::path::Path,
+    name: &'a str,
+    test: Test,
+    threads: u32,
+}
+
+type CellSamples = (Vec<Sample>, BTreeMap<EngineKind, Vec<Sample>>);
+
+impl Cell<'_> {
+    /// `reps` repetitions of every engine, the engines' order rotating by one each time.
+    fn measure(
+        &self,
+        reps: u32,
+        pocket: &dyn Engine,
+        references: &[&dyn Reference],
+        progress: &mut impl FnMut(&str),
+    ) -> Result<CellSamples> {
+        let mut ours = Vec::new();
+        let mut theirs: BTreeMap<EngineKind, Vec<Sample>> = BTreeMap::new();
+        let n = references.len() + 1;
+        for rep in 1..=reps {
+            for slot in 0..n {
+                // Slot 0 of the rotation is pocket; slot i > 0 is references[i - 1].
+                let which = (slot + rep as usize - 1) % n;
+                let engine: &dyn Engine = match which {
+                    0 => pocket,
+                    i => references[i - 1],
+                };
+                let s = self.one(engine, rep, reps, progress)?;
+                match which {
+                    0 => ours.push(s),
+                    i => theirs.entry(references[i - 1].kind()).or_default().push(s),
+                }
+            }
+        }
+        Ok((ours, theirs))
+    }
+
+    fn one(
+        &self,
+        engine: &dyn Engine,
+        rep: u32,
+        reps: u32,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<Sample> {
+        let (name, test, threads) = (self.name, self.test, self.threads);
+        let s = engine
+            .bench(self.model, test, threads)
+            .map_err(|e| crate::Error::Engine {
+                run: format!("{} on {name} {test} t{threads}", engine.name()),
+                source: Box::new(e),
+            })?;
+        progress(&format!(
+            "{name} {test} t{threads} rep {rep}/{reps}: {} {:.2} t/s, peak RSS {:.1} MiB",
+            engine.name(),
+            s.ts,
+            s.peak_rss_bytes as f64 / (1 << 20) as f64
+        ));
+        Ok(s)
+    }
+}
+
+/// A receipt for this machine (with `bandwidth`, if probed), llama.cpp's reference build
+/// (what parity runs against), and no engines or results yet.
 pub fn new_receipt(
     bandwidth: Option<crate::bandwidth::Bandwidth>,
     repo: &std::path::Path,
@@ -90,11 +160,7 @@ pub fn new_receipt(
         sysinfo: crate::sysinfo::SysInfo::detect(),
         bandwidth,
     };
-    let mut r = Receipt::new(
-        machine,
-        crate::sysinfo::pocket_commit(repo),
-        crate::sysinfo::llama_build_info(),
-    );
+    let mut r = Receipt::new(machine, crate::sysinfo::pocket_commit(repo));
     r.llama_cpp_reference_build = crate::llama_bench::LlamaTools::locate()
         .ok()
         .and_then(|t| t.reference_info());

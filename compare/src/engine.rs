@@ -1,7 +1,14 @@
 //! The seam between the comparator and an engine: one [`Engine::bench`] call is one
-//! repetition of one test in a fresh process, measured the same way for both engines.
-//! llama.cpp's implementation is [`LlamaCpp`]; pocket's (`pocket bench`) implements the
-//! same trait ([`Pocket`]).
+//! repetition of one test in a fresh process, measured the same way for every engine.
+//! pocket's (`pocket bench`) implementation is [`Pocket`]; the engines it is compared
+//! against ([`EngineKind`]) also implement [`Reference`]: llama.cpp ([`LlamaCpp`]) and
+//! ik_llama.cpp ([`IkLlamaCpp`]).
+
+mod ik_llama;
+mod kind;
+
+pub use ik_llama::{parse_json as parse_ik_json, IkLlamaCpp};
+pub use kind::{EngineInfo, EngineKind, Reference};
 
 use std::fmt;
 use std::path::Path;
@@ -11,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench_format::{parse_test_name, Format};
 use crate::bench_row::BenchRow;
-use crate::llama_bench::{self, BenchArgs, LlamaTools, ToolError};
+use crate::llama_bench::{self, BenchArgs, LlamaTools, ProcessStats, ToolError};
 use crate::Result;
 use pocket_model::Placement;
 
@@ -130,20 +137,11 @@ impl LlamaCpp {
 
 impl Engine for LlamaCpp {
     fn name(&self) -> &str {
-        "llama.cpp"
+        EngineKind::LlamaCpp.name()
     }
 
     fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
-        let (n_prompt, n_gen, extra) = if test.n_prompt > 0 && test.n_gen > 0 {
-            (
-                0,
-                0,
-                vec!["-pg".into(), format!("{},{}", test.n_prompt, test.n_gen)],
-            )
-        } else {
-            (test.n_prompt, test.n_gen, vec![])
-        };
-        let mut extra = extra;
+        let (n_prompt, n_gen, mut extra) = test_args(test);
         extra.extend(self.placement.iter().flat_map(crate::placement::flags));
         let args = BenchArgs {
             model: model.to_path_buf(),
@@ -159,15 +157,48 @@ impl Engine for LlamaCpp {
             tool: "llama-bench",
             rows: rows.len(),
         })?;
-        let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
-        let wall_ms = run.stats.wall.as_secs_f64() * 1e3;
-        Ok(Sample {
-            ts: row.avg_ts,
-            peak_rss_bytes: run.stats.peak_rss_bytes,
-            wall_ms,
-            setup_ms: (wall_ms - timed_ms).max(0.0),
-            row,
-        })
+        Ok(sample_from(row, &run.stats))
+    }
+}
+
+impl Reference for LlamaCpp {
+    fn kind(&self) -> EngineKind {
+        EngineKind::LlamaCpp
+    }
+
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            build: self.tools.build_info().unwrap_or_else(|| "unknown".into()),
+            options: self
+                .placement
+                .iter()
+                .flat_map(crate::placement::flags)
+                .collect(),
+        }
+    }
+}
+
+/// llama-bench's `-p`, `-n` and further flags for `test`: `pp<p>+tg<g>` is `-p 0 -n 0
+/// -pg p,g` (llama-bench's own combined test).
+pub(crate) fn test_args(test: Test) -> (u32, u32, Vec<String>) {
+    if test.n_prompt > 0 && test.n_gen > 0 {
+        let pg = format!("{},{}", test.n_prompt, test.n_gen);
+        (0, 0, vec!["-pg".into(), pg])
+    } else {
+        (test.n_prompt, test.n_gen, vec![])
+    }
+}
+
+/// A repetition's sample from its one row and its process's measurements.
+pub(crate) fn sample_from(row: BenchRow, stats: &ProcessStats) -> Sample {
+    let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
+    let wall_ms = stats.wall.as_secs_f64() * 1e3;
+    Sample {
+        ts: row.avg_ts,
+        peak_rss_bytes: stats.peak_rss_bytes,
+        wall_ms,
+        setup_ms: (wall_ms - timed_ms).max(0.0),
+        row,
     }
 }
 
@@ -247,14 +278,6 @@ impl Engine for Pocket {
             tool: "pocket bench",
             rows: rows.len(),
         })?;
-        let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
-        let wall_ms = stats.wall.as_secs_f64() * 1e3;
-        Ok(Sample {
-            ts: row.avg_ts,
-            peak_rss_bytes: stats.peak_rss_bytes,
-            wall_ms,
-            setup_ms: (wall_ms - timed_ms).max(0.0),
-            row,
-        })
+        Ok(sample_from(row, &stats))
     }
 }

@@ -1,17 +1,20 @@
-//! The regression gate: every (model, test, threads) of a baseline receipt whose speedup
-//! in the current receipt fell below a fraction of the baseline's.
+//! The regression gate: every (model, test, threads, reference engine) of a baseline
+//! receipt whose speedup in the current receipt fell below a fraction of the baseline's.
+//! Each speedup is held against the same engine's in the baseline; an engine measured in
+//! only one of the receipts is reported, not failed.
 
 use std::fmt;
 
-use crate::engine::Test;
+use crate::engine::{EngineKind, Test};
 use crate::receipt::Receipt;
 
-/// One (model, test, threads) that fell below the bar.
+/// One (model, test, threads) whose speedup over one engine fell below the bar.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Regression {
     pub model: String,
     pub test: Test,
     pub threads: u32,
+    pub engine: EngineKind,
     pub baseline_speedup: f64,
     pub current_speedup: f64,
 }
@@ -27,11 +30,13 @@ impl Regression {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateReport {
     pub fail_below: f64,
-    /// Comparisons present in both receipts.
+    /// (comparison, engine) pairs present in both receipts.
     pub checked: usize,
     pub regressions: Vec<Regression>,
     /// In the baseline, not measured in the current receipt (reported, not failed).
     pub missing: Vec<(String, Test, u32)>,
+    /// A comparison in both receipts, an engine in the baseline's only (reported, not failed).
+    pub missing_engines: Vec<(String, Test, u32, EngineKind)>,
 }
 
 impl GateReport {
@@ -40,30 +45,39 @@ impl GateReport {
     }
 }
 
-/// Compares `current` against `baseline`: a comparison regresses when
-/// `current speedup < fail_below × baseline speedup`.
+/// Compares `current` against `baseline`: a comparison regresses against an engine when
+/// `current speedup < fail_below × baseline speedup` over that engine.
 pub fn check(baseline: &Receipt, current: &Receipt, fail_below: f64) -> GateReport {
     let mut report = GateReport {
         fail_below,
         checked: 0,
         regressions: Vec::new(),
         missing: Vec::new(),
+        missing_engines: Vec::new(),
     };
     for base in &baseline.results {
         let Some(cur) = current.find(&base.key()) else {
             report.missing.push(base.key());
             continue;
         };
-        report.checked += 1;
-        let (b, c) = (base.derived.speedup, cur.derived.speedup);
-        if c < fail_below * b {
-            report.regressions.push(Regression {
-                model: base.model.clone(),
-                test: base.test,
-                threads: base.threads,
-                baseline_speedup: b,
-                current_speedup: c,
-            });
+        for (&engine, versus) in &base.derived.engines {
+            let Some(c) = cur.speedup(engine) else {
+                let (model, test, threads) = base.key();
+                report.missing_engines.push((model, test, threads, engine));
+                continue;
+            };
+            report.checked += 1;
+            let b = versus.speedup;
+            if c < fail_below * b {
+                report.regressions.push(Regression {
+                    model: base.model.clone(),
+                    test: base.test,
+                    threads: base.threads,
+                    engine,
+                    baseline_speedup: b,
+                    current_speedup: c,
+                });
+            }
         }
     }
     report
@@ -74,13 +88,13 @@ impl fmt::Display for GateReport {
         if self.passed() {
             writeln!(
                 f,
-                "gate passed: {} comparison(s), none below {} × the baseline's speedup",
+                "gate passed: {} speedup(s), none below {} × the baseline's speedup",
                 self.checked, self.fail_below
             )?;
         } else {
             writeln!(
                 f,
-                "gate FAILED: {} of {} comparison(s) below {} × the baseline's speedup:",
+                "gate FAILED: {} of {} speedup(s) below {} × the baseline's speedup:",
                 self.regressions.len(),
                 self.checked,
                 self.fail_below
@@ -88,10 +102,11 @@ impl fmt::Display for GateReport {
             for r in &self.regressions {
                 writeln!(
                     f,
-                    "  {} {} t{}: speedup {:.3} (baseline {:.3}, {:.1}% of it)",
+                    "  {} {} t{}: speedup over {} {:.3} (baseline {:.3}, {:.1}% of it)",
                     r.model,
                     r.test,
                     r.threads,
+                    r.engine,
                     r.current_speedup,
                     r.baseline_speedup,
                     100.0 * r.ratio()
@@ -100,6 +115,12 @@ impl fmt::Display for GateReport {
         }
         for (model, test, threads) in &self.missing {
             writeln!(f, "  not measured now: {model} {test} t{threads}")?;
+        }
+        for (model, test, threads, engine) in &self.missing_engines {
+            writeln!(
+                f,
+                "  not measured now: {engine} on {model} {test} t{threads}"
+            )?;
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
-//! Trends across stored receipts: an HTML page with inline SVG charts of speedup and of
-//! both engines' t/s per (model, test, threads), oldest receipt to newest.
+//! Trends across stored receipts: an HTML page with inline SVG charts of pocket's speedup
+//! over each reference engine and of every engine's t/s per (model, test, threads), oldest
+//! receipt to newest. Receipts with different sets of engines mix: a series has a point
+//! where its engine was measured.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -7,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use crate::engine::Test;
+use crate::engine::{EngineKind, Test};
 use crate::receipt::Receipt;
 use crate::Result;
 
@@ -133,31 +135,70 @@ fn html_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// One receipt's figures for one (model, test, threads): its index, pocket's t/s, and each
+/// engine's t/s and pocket's speedup over it.
+struct Point {
+    index: f64,
+    pocket_ts: f64,
+    engines: BTreeMap<EngineKind, (f64, f64)>,
+}
+
+/// Every comparison of `receipts`, by key, oldest receipt first.
+fn points_by_key(receipts: &[Receipt]) -> BTreeMap<Key, Vec<Point>> {
+    let mut keys: BTreeMap<Key, Vec<Point>> = BTreeMap::new();
+    for (i, r) in receipts.iter().enumerate() {
+        for c in &r.results {
+            let d = &c.derived;
+            let engines = d
+                .engines
+                .iter()
+                .map(|(k, v)| (*k, (v.ts_mean, v.speedup)))
+                .collect();
+            keys.entry(c.key()).or_default().push(Point {
+                index: i as f64,
+                pocket_ts: d.pocket_ts_mean,
+                engines,
+            });
+        }
+    }
+    keys
+}
+
+/// `engine`'s series of `pts`: `pick` of (t/s, speedup) where the engine was measured.
+fn engine_series(
+    pts: &[Point],
+    engine: EngineKind,
+    pick: fn((f64, f64)) -> f64,
+) -> Vec<(f64, f64)> {
+    pts.iter()
+        .filter_map(|p| p.engines.get(&engine).map(|&v| (p.index, pick(v))))
+        .collect()
+}
+
+/// `llama.cpp b11434 ...; ik_llama.cpp ...` for the receipts table.
+fn builds(r: &Receipt) -> String {
+    let lines: Vec<String> = r
+        .engines
+        .iter()
+        .map(|(k, info)| format!("{k}: {}", info.build))
+        .collect();
+    lines.join("; ")
+}
+
 /// The history page for `receipts` (oldest first); `skipped` lists files that did not load.
 pub fn history_html(receipts: &[Receipt], skipped: &[String]) -> Result<String> {
     let dates: Vec<String> = receipts
         .iter()
         .map(|r| r.created.get(..10).unwrap_or(&r.created).to_string())
         .collect();
-    let mut keys: BTreeMap<Key, Vec<(usize, f64, f64, f64)>> = BTreeMap::new();
-    for (i, r) in receipts.iter().enumerate() {
-        for c in &r.results {
-            let d = &c.derived;
-            keys.entry(c.key()).or_default().push((
-                i,
-                d.speedup,
-                d.pocket_ts_mean,
-                d.llama_cpp_ts_mean,
-            ));
-        }
-    }
+    let keys = points_by_key(receipts);
     let mut html = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pocket vs llama.cpp: history</title>\n\
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pocket vs its reference engines: history</title>\n\
          <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
          td,th{border:1px solid #ccc;padding:4px 8px}</style></head><body>\n\
-         <h1>pocket vs llama.cpp: history</h1>\n",
+         <h1>pocket vs its reference engines: history</h1>\n",
     );
-    html.push_str("<table><tr><th>#</th><th>created</th><th>machine</th><th>pocket</th><th>llama.cpp</th><th>comparisons</th></tr>\n");
+    html.push_str("<table><tr><th>#</th><th>created</th><th>machine</th><th>pocket</th><th>engines</th><th>comparisons</th></tr>\n");
     for (i, r) in receipts.iter().enumerate() {
         let _ = writeln!(
             html,
@@ -165,7 +206,7 @@ pub fn history_html(receipts: &[Receipt], skipped: &[String]) -> Result<String> 
             html_escape(&r.created),
             html_escape(&r.machine.name),
             html_escape(&r.pocket_commit),
-            html_escape(&r.llama_cpp_build),
+            html_escape(&builds(r)),
             r.results.len()
         );
     }
@@ -178,34 +219,36 @@ pub fn history_html(receipts: &[Receipt], skipped: &[String]) -> Result<String> 
         html.push_str("<p>No comparisons stored yet.</p>\n</body></html>\n");
         return Ok(html);
     }
-    let speedups: Vec<(String, Vec<(f64, f64)>)> = keys
-        .iter()
-        .map(|(k, pts)| {
-            (
-                key_label(k),
-                pts.iter().map(|p| (p.0 as f64, p.1)).collect(),
-            )
-        })
-        .collect();
-    html.push_str("<h2>Speedup (pocket / llama.cpp)</h2>\n");
-    html.push_str(&trend_svg(
-        "speedup over llama.cpp",
-        "speedup (×)",
-        &dates,
-        &speedups,
-    )?);
+    let mut engines: Vec<EngineKind> = receipts.iter().flat_map(|r| r.measured_engines()).collect();
+    engines.sort();
+    engines.dedup();
+    for &e in &engines {
+        let speedups: Vec<(String, Vec<(f64, f64)>)> = keys
+            .iter()
+            .map(|(k, pts)| (key_label(k), engine_series(pts, e, |v| v.1)))
+            .filter(|(_, pts)| !pts.is_empty())
+            .collect();
+        let _ = writeln!(html, "<h2>Speedup (pocket / {e})</h2>");
+        html.push_str(&trend_svg(
+            &format!("speedup over {e}"),
+            "speedup (×)",
+            &dates,
+            &speedups,
+        )?);
+        html.push('\n');
+    }
     html.push_str("\n<h2>t/s per comparison</h2>\n");
     for (k, pts) in &keys {
-        let series = vec![
-            (
-                "pocket".to_string(),
-                pts.iter().map(|p| (p.0 as f64, p.2)).collect(),
-            ),
-            (
-                "llama.cpp".to_string(),
-                pts.iter().map(|p| (p.0 as f64, p.3)).collect(),
-            ),
-        ];
+        let mut series = vec![(
+            "pocket".to_string(),
+            pts.iter().map(|p| (p.index, p.pocket_ts)).collect(),
+        )];
+        for &e in &engines {
+            let s = engine_series(pts, e, |v| v.0);
+            if !s.is_empty() {
+                series.push((e.name().to_string(), s));
+            }
+        }
         html.push_str(&trend_svg(&key_label(k), "t/s", &dates, &series)?);
         html.push('\n');
     }
@@ -214,7 +257,8 @@ pub fn history_html(receipts: &[Receipt], skipped: &[String]) -> Result<String> 
 }
 
 /// The latest receipt of each machine, side by side: a row per (model, test, threads), a
-/// column per machine, cells `speedup× (pocket / llama.cpp t/s)`. Empty with one machine.
+/// column per machine, cells `pocket t/s; speedup× over each engine (its t/s)`. Empty with
+/// one machine.
 fn machines_table(receipts: &[Receipt]) -> String {
     let mut latest: BTreeMap<&str, &Receipt> = BTreeMap::new();
     for r in receipts {
@@ -230,13 +274,11 @@ fn machines_table(receipts: &[Receipt]) -> String {
     for (m, r) in &latest {
         for c in &r.results {
             let d = &c.derived;
-            rows.entry(c.key()).or_default().insert(
-                m,
-                format!(
-                    "{:.2}× ({:.1} / {:.1})",
-                    d.speedup, d.pocket_ts_mean, d.llama_cpp_ts_mean
-                ),
-            );
+            let mut cell = format!("pocket {:.1} t/s", d.pocket_ts_mean);
+            for (k, v) in &d.engines {
+                let _ = write!(cell, "; {:.2}× {k} ({:.1})", v.speedup, v.ts_mean);
+            }
+            rows.entry(c.key()).or_default().insert(m, cell);
         }
     }
     let mut html = String::from(

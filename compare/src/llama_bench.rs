@@ -90,7 +90,8 @@ impl LlamaTools {
     }
 }
 
-fn read_line(path: &Path) -> Option<String> {
+/// A file's words on one line (`None`: missing or empty).
+pub(crate) fn read_line(path: &Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     (!line.is_empty()).then_some(line)
@@ -109,6 +110,24 @@ pub enum ToolError {
         which: &'static str,
         path: PathBuf,
     },
+    /// Another engine's tool (`ik_llama.cpp`'s llama-bench) is not in the cache.
+    #[error(
+        "{engine}'s {name} not found at {}: build it with `{provision}` \
+         (POCKET_CACHE selects the cache directory)",
+        path.display()
+    )]
+    NotProvisioned {
+        engine: &'static str,
+        name: String,
+        path: PathBuf,
+        provision: &'static str,
+    },
+    /// A comparison without a reference engine (none given, none provisioned).
+    #[error(
+        "no engine to compare pocket with: provision one (`{PROVISION}`, \
+         `bash compare/provision-ik-llama.sh`)"
+    )]
+    NoEngines,
     #[error("cannot run {tool}: {source}")]
     Spawn {
         tool: String,

@@ -1,14 +1,22 @@
-//! SVG charts of a receipt: speedup per (model, test, threads), and decode t/s of both
-//! engines against the bandwidth roofline.
+//! SVG charts of a receipt: pocket's speedup over each reference engine per (model, test,
+//! threads), and decode t/s of every engine against the bandwidth roofline.
 
 use plotters::prelude::*;
 
+use crate::engine::EngineKind;
 use crate::receipt::Receipt;
 use crate::Result;
 
 const POCKET: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
-const LLAMA: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 const ROOF: RGBColor = RGBColor(0x55, 0x55, 0x55);
+
+/// Each reference engine's colour in every chart.
+pub fn engine_color(kind: EngineKind) -> RGBColor {
+    match kind {
+        EngineKind::LlamaCpp => RGBColor(0xff, 0x7f, 0x0e),
+        EngineKind::IkLlamaCpp => RGBColor(0x2c, 0xa0, 0x2c),
+    }
+}
 
 use crate::Error;
 
@@ -16,10 +24,12 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> Error {
     Error::plot(e)
 }
 
-/// Bars of pocket/llama.cpp speedup, one per (model, test, threads), with a line at 1.
+/// Bars of pocket's speedup over each engine, a group per (model, test, threads), a
+/// colour per engine, with a line at 1.
 pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
     // One model: its name goes in the caption and the bars are named by test and threads.
     let one_model = receipt.results.windows(2).all(|w| w[0].model == w[1].model);
+    let engines = receipt.measured_engines();
     let labels: Vec<String> = receipt
         .results
         .iter()
@@ -31,18 +41,32 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             }
         })
         .collect();
+    let names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+    let over = format!("pocket speedup over {}", names.join(", "));
     let caption = match receipt.results.first() {
-        Some(c) if one_model => format!("pocket speedup over llama.cpp: {}", short(&c.model)),
-        _ => "pocket speedup over llama.cpp".to_string(),
+        Some(c) if one_model => format!("{over}: {}", short(&c.model)),
+        _ => over,
     };
-    let bar_px = if one_model { 90 } else { 220 };
-    let speedups: Vec<f64> = receipt.results.iter().map(|c| c.derived.speedup).collect();
-    let top = speedups.iter().copied().fold(1.0, f64::max) * 1.15;
+    // (group, slot in the group, engine, speedup) of every bar.
+    let width = 0.7 / engines.len().max(1) as f64;
+    let bars: Vec<(f64, EngineKind, f64)> = receipt
+        .results
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            engines.iter().enumerate().filter_map(move |(j, &e)| {
+                let left = i as f64 - 0.35 + j as f64 * width;
+                c.speedup(e).map(|s| (left, e, s))
+            })
+        })
+        .collect();
+    let top = bars.iter().map(|b| b.2).fold(1.0, f64::max) * 1.15;
+    let bar_px = (if one_model { 90 } else { 220 }) + 40 * engines.len().saturating_sub(1) as u32;
     let n = labels.len().max(1);
     let mut svg = String::new();
     {
-        let width = (160 + bar_px * n as u32).max(480);
-        let root = SVGBackend::with_string(&mut svg, (width, 360)).into_drawing_area();
+        let px = (160 + bar_px * n as u32).max(480);
+        let root = SVGBackend::with_string(&mut svg, (px, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(&caption, ("sans-serif", 18))
@@ -57,7 +81,7 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             .disable_x_mesh()
             .x_labels(n)
             .x_label_formatter(&|x| {
-                // Ticks fall on bar centres (whole numbers); name only those.
+                // Ticks fall on group centres (whole numbers); name only those.
                 let i = x.round();
                 if (x - i).abs() > 1e-6 || i < 0.0 {
                     return String::new();
@@ -67,20 +91,23 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             .y_desc("speedup (×)")
             .draw()
             .map_err(plot_err)?;
+        for &e in &engines {
+            let color = engine_color(e);
+            chart
+                .draw_series(bars.iter().filter(|b| b.1 == e).map(|&(left, _, s)| {
+                    Rectangle::new([(left, 0.0), (left + width * 0.9, s)], color.filled())
+                }))
+                .map_err(plot_err)?
+                .label(format!("over {e}"))
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
         chart
-            .draw_series(speedups.iter().enumerate().map(|(i, s)| {
-                let color = if *s >= 1.0 { POCKET } else { LLAMA };
-                Rectangle::new(
-                    [(i as f64 - 0.3, 0.0), (i as f64 + 0.3, *s)],
-                    color.filled(),
-                )
-            }))
-            .map_err(plot_err)?;
-        chart
-            .draw_series(speedups.iter().enumerate().map(|(i, s)| {
+            .draw_series(bars.iter().map(|&(left, _, s)| {
                 Text::new(
                     format!("{s:.2}"),
-                    (i as f64 - 0.15, s + top * 0.03),
+                    (left, s + top * 0.03),
                     ("sans-serif", 12),
                 )
             }))
@@ -91,12 +118,18 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
                 ROOF.stroke_width(1),
             ))
             .map_err(plot_err)?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
 }
 
-/// Decode (tg) t/s of both engines per threads, with each model's roofline
+/// Decode (tg) t/s of every engine per threads, with each model's roofline
 /// (bandwidth / model bytes); `None` if the receipt has no decode test.
 pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
     let decode: Vec<_> = receipt
@@ -112,11 +145,11 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
     let top = decode
         .iter()
         .flat_map(|c| {
-            [
+            let engines = c.derived.engines.values().map(|v| v.ts_mean);
+            engines.chain([
                 c.derived.pocket_ts_mean,
-                c.derived.llama_cpp_ts_mean,
                 c.derived.roofline_ts.unwrap_or(0.0),
-            ]
+            ])
         })
         .fold(1.0, f64::max)
         * 1.15;
@@ -159,13 +192,17 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
             .map_err(plot_err)?
             .label("pocket")
             .legend(|(x, y)| Circle::new((x + 10, y), 5, POCKET.filled()));
-        chart
-            .draw_series(decode.iter().map(|c| {
-                TriangleMarker::new(point(c, c.derived.llama_cpp_ts_mean), 6, LLAMA.filled())
-            }))
-            .map_err(plot_err)?
-            .label("llama.cpp")
-            .legend(|(x, y)| TriangleMarker::new((x + 10, y), 6, LLAMA.filled()));
+        for e in receipt.measured_engines() {
+            let color = engine_color(e);
+            chart
+                .draw_series(decode.iter().filter_map(|c| {
+                    let v = c.derived.engines.get(&e)?;
+                    Some(TriangleMarker::new(point(c, v.ts_mean), 6, color.filled()))
+                }))
+                .map_err(plot_err)?
+                .label(e.name())
+                .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, color.filled()));
+        }
         let roofs: Vec<_> = decode
             .iter()
             .filter_map(|c| c.derived.roofline_ts.map(|r| (c, r)))

@@ -1,19 +1,26 @@
-//! The comparison receipt: one JSON file holding the machine, both builds, every sample
-//! of both engines per (model, test, threads), what is derived from them, and optional
-//! output-parity entries. [`Receipt::load`] validates what it reads.
+//! The comparison receipt: one JSON file holding the machine, pocket's commit and each
+//! reference engine's build and flags, every sample of every engine per (model, test,
+//! threads), what is derived from them, and optional output-parity entries.
+//! [`Receipt::load`] validates what it reads, and reads version 1 receipts (pocket against
+//! llama.cpp alone) too.
 
+mod derived;
+mod v1;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub use self::derived::{mean_sd, Derived, Versus};
 use crate::bandwidth::Bandwidth;
-use crate::engine::{Sample, Test};
+use crate::engine::{EngineInfo, EngineKind, Sample, Test};
 use crate::sysinfo::SysInfo;
 use crate::Result;
 
-/// The schema version this pocket writes and reads.
-pub const VERSION: u32 = 1;
+/// The schema version this pocket writes (and, with version 1, reads).
+pub const VERSION: u32 = 2;
 
 /// Relative tolerance when checking stored derived values against the samples.
 const TOLERANCE: f64 = 1e-6;
@@ -27,8 +34,8 @@ pub struct Receipt {
     pub created: String,
     pub machine: Machine,
     pub pocket_commit: String,
-    /// llama.cpp's build line (`BUILD_INFO`).
-    pub llama_cpp_build: String,
+    /// The engines pocket was measured against: each one's build and flags.
+    pub engines: BTreeMap<EngineKind, EngineInfo>,
     /// llama.cpp's reference (x86-64-v3) build, which the greedy-token parity ran against
     /// (absent in older receipts, whose one build was native).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,13 +43,12 @@ pub struct Receipt {
     pub results: Vec<Comparison>,
     #[serde(default)]
     pub parity: Vec<Parity>,
-    /// Thread placement both engines ran with (absent in receipts from before the flags).
+    /// Thread placement pocket and llama.cpp ran with (ik_llama.cpp's llama-bench has no
+    /// placement flags; absent in receipts from before the flags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementRecord>,
 }
 
-/// `--cpu-mask`, `--cpu-strict` and `--poll` as given to both engines (llama-bench's
-/// spelling and defaults: `0x0`, false, 50).
 /// A receipt that does not load: unreadable, not a receipt, or inconsistent.
 #[derive(Debug, thiserror::Error)]
 pub enum ReceiptError {
@@ -57,7 +63,7 @@ pub enum ReceiptError {
     NotJson(serde_json::Error),
     #[error("no `version` field: not a pocket receipt")]
     NoVersion,
-    #[error("schema version {0}, this pocket reads version {VERSION}")]
+    #[error("schema version {0}, this pocket reads versions 1 to {VERSION}")]
     Version(u64),
     #[error("`version` is not a whole number")]
     VersionNotNumber,
@@ -81,18 +87,38 @@ pub enum Invalid {
     SampleCounts { ts: usize, rss: usize, setup: usize },
     #[error("threads is 0")]
     ZeroThreads,
+    #[error("no reference engine's samples")]
+    NoEngines,
+    #[error("engine {0} has samples but is not in the receipt's `engines`")]
+    UnknownEngine(EngineKind),
     #[error("derived.{0} does not match the samples (edited by hand?)")]
-    Derived(&'static str),
+    Derived(String),
     #[error("{0} {1} is not in 0..=1")]
     Share(&'static str, f64),
 }
 
+/// `--cpu-mask`, `--cpu-strict` and `--poll` as given to pocket and llama.cpp (llama-bench's
+/// spelling and defaults: `0x0`, false, 50).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlacementRecord {
     pub cpu_mask: String,
     pub cpu_strict: bool,
     pub poll: u32,
+}
+
+impl PlacementRecord {
+    /// The flags llama-bench and `pocket bench` got for this placement.
+    pub fn flags(&self) -> Vec<String> {
+        vec![
+            "--cpu-mask".into(),
+            self.cpu_mask.clone(),
+            "--cpu-strict".into(),
+            u8::from(self.cpu_strict).to_string(),
+            "--poll".into(),
+            self.poll.to_string(),
+        ]
+    }
 }
 
 impl From<&pocket_model::Placement> for PlacementRecord {
@@ -115,7 +141,7 @@ pub struct Machine {
     pub bandwidth: Option<Bandwidth>,
 }
 
-/// Both engines on one (model, test, threads).
+/// pocket and each reference engine on one (model, test, threads).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Comparison {
@@ -127,7 +153,8 @@ pub struct Comparison {
     pub test: Test,
     pub threads: u32,
     pub pocket: EngineSamples,
-    pub llama_cpp: EngineSamples,
+    /// Each reference engine's samples.
+    pub engines: BTreeMap<EngineKind, EngineSamples>,
     pub derived: Derived,
 }
 
@@ -143,27 +170,6 @@ pub struct EngineSamples {
     pub setup_ms: Vec<f64>,
 }
 
-/// What the samples give (stored for readers; [`Receipt::load`] checks it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Derived {
-    pub pocket_ts_mean: f64,
-    pub pocket_ts_sd: f64,
-    pub llama_cpp_ts_mean: f64,
-    pub llama_cpp_ts_sd: f64,
-    /// pocket t/s / llama.cpp t/s (> 1: pocket is faster).
-    pub speedup: f64,
-    pub pocket_peak_rss_bytes: u64,
-    pub llama_cpp_peak_rss_bytes: u64,
-    /// pocket's peak RSS minus llama.cpp's (negative: pocket uses less).
-    pub rss_delta_bytes: i64,
-    pub pocket_setup_ms_mean: f64,
-    pub llama_cpp_setup_ms_mean: f64,
-    /// Decode tests: read bandwidth / model bytes, the t/s no engine can beat.
-    #[serde(default)]
-    pub roofline_ts: Option<f64>,
-}
-
 /// Output parity of the two engines on one model (each field where measured).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -176,7 +182,7 @@ pub struct Parity {
     /// Greedy tokens compared.
     #[serde(default)]
     pub greedy_tokens: Option<u32>,
-    /// Share of those tokens on which both engines agree (0..=1).
+    /// Share of those tokens on which pocket and llama.cpp agree (0..=1).
     #[serde(default)]
     pub greedy_identical_share: Option<f64>,
     /// The same share with pocket in `--numerics ggml` (llama.cpp's arithmetic: 1.0 expected;
@@ -206,20 +212,6 @@ pub struct KldParity {
     pub same_top: f64,
     /// PPL(Q)/PPL(base).
     pub ppl_ratio: f64,
-}
-
-/// Mean and sample standard deviation (0 for one value).
-pub fn mean_sd(v: &[f64]) -> (f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0);
-    }
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    if v.len() < 2 {
-        return (mean, 0.0);
-    }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, var.sqrt())
 }
 
 impl EngineSamples {
@@ -254,111 +246,44 @@ impl EngineSamples {
     }
 }
 
-impl Derived {
-    /// Derives from both engines' samples; `bandwidth` and `model_bytes` give the roofline
-    /// of decode tests.
-    pub fn compute(
-        pocket: &EngineSamples,
-        llama: &EngineSamples,
-        test: Test,
-        threads: u32,
-        model_bytes: Option<u64>,
-        bandwidth: Option<&Bandwidth>,
-    ) -> Derived {
-        let (pm, psd) = mean_sd(&pocket.ts);
-        let (lm, lsd) = mean_sd(&llama.ts);
-        let prss = pocket.peak_rss_bytes.iter().copied().max().unwrap_or(0);
-        let lrss = llama.peak_rss_bytes.iter().copied().max().unwrap_or(0);
-        let roofline_ts = match (test.is_decode(), model_bytes, bandwidth) {
-            (true, Some(bytes), Some(bw)) if bytes > 0 => {
-                Some(bw.for_threads(threads) * 1e9 / bytes as f64)
-            }
-            _ => None,
-        };
-        Derived {
-            pocket_ts_mean: pm,
-            pocket_ts_sd: psd,
-            llama_cpp_ts_mean: lm,
-            llama_cpp_ts_sd: lsd,
-            speedup: if lm > 0.0 { pm / lm } else { 0.0 },
-            pocket_peak_rss_bytes: prss,
-            llama_cpp_peak_rss_bytes: lrss,
-            rss_delta_bytes: prss as i64 - lrss as i64,
-            pocket_setup_ms_mean: mean_sd(&pocket.setup_ms).0,
-            llama_cpp_setup_ms_mean: mean_sd(&llama.setup_ms).0,
-            roofline_ts,
-        }
-    }
-
-    /// The first field that differs from `other` beyond rounding, if any.
-    fn differs_from(&self, other: &Derived) -> Option<&'static str> {
-        let close = |a: f64, b: f64| (a - b).abs() <= TOLERANCE * a.abs().max(b.abs()).max(1e-12);
-        let floats = [
-            ("pocket_ts_mean", self.pocket_ts_mean, other.pocket_ts_mean),
-            ("pocket_ts_sd", self.pocket_ts_sd, other.pocket_ts_sd),
-            (
-                "llama_cpp_ts_mean",
-                self.llama_cpp_ts_mean,
-                other.llama_cpp_ts_mean,
-            ),
-            (
-                "llama_cpp_ts_sd",
-                self.llama_cpp_ts_sd,
-                other.llama_cpp_ts_sd,
-            ),
-            ("speedup", self.speedup, other.speedup),
-            (
-                "pocket_setup_ms_mean",
-                self.pocket_setup_ms_mean,
-                other.pocket_setup_ms_mean,
-            ),
-            (
-                "llama_cpp_setup_ms_mean",
-                self.llama_cpp_setup_ms_mean,
-                other.llama_cpp_setup_ms_mean,
-            ),
-        ];
-        if let Some((name, ..)) = floats.iter().find(|(_, a, b)| !close(*a, *b)) {
-            return Some(name);
-        }
-        if self.pocket_peak_rss_bytes != other.pocket_peak_rss_bytes {
-            return Some("pocket_peak_rss_bytes");
-        }
-        if self.llama_cpp_peak_rss_bytes != other.llama_cpp_peak_rss_bytes {
-            return Some("llama_cpp_peak_rss_bytes");
-        }
-        if self.rss_delta_bytes != other.rss_delta_bytes {
-            return Some("rss_delta_bytes");
-        }
-        match (self.roofline_ts, other.roofline_ts) {
-            (None, None) => None,
-            (Some(a), Some(b)) if close(a, b) => None,
-            _ => Some("roofline_ts"),
-        }
-    }
-}
-
 impl Comparison {
-    /// A comparison from both engines' samples, derived values filled in.
+    /// A comparison from every engine's samples, derived values filled in.
     pub fn new(
         model: &str,
         model_bytes: Option<u64>,
         test: Test,
         threads: u32,
         pocket: EngineSamples,
-        llama_cpp: EngineSamples,
+        engines: BTreeMap<EngineKind, EngineSamples>,
         bandwidth: Option<&Bandwidth>,
     ) -> Comparison {
-        let derived = Derived::compute(&pocket, &llama_cpp, test, threads, model_bytes, bandwidth);
+        let derived = Derived::compute(&pocket, &engines, test, threads, model_bytes, bandwidth);
         Comparison {
             model: model.to_string(),
             model_bytes,
             test,
             threads,
             pocket,
-            llama_cpp,
+            engines,
             derived,
         }
+    }
+
+    /// The derived values again, with `bandwidth` (known after the timed runs).
+    pub fn rederive(&mut self, bandwidth: Option<&Bandwidth>) {
+        self.derived = Derived::compute(
+            &self.pocket,
+            &self.engines,
+            self.test,
+            self.threads,
+            self.model_bytes,
+            bandwidth,
+        );
+    }
+
+    /// pocket t/s / `engine`'s t/s, if `engine` ran.
+    pub fn speedup(&self, engine: EngineKind) -> Option<f64> {
+        self.derived.engines.get(&engine).map(|v| v.speedup)
     }
 
     /// `model test tN`, how reports and the gate name a comparison.
@@ -368,18 +293,14 @@ impl Comparison {
 }
 
 impl Receipt {
-    /// An empty receipt for this machine and these builds, dated now.
-    pub fn new(
-        machine: Machine,
-        pocket_commit: impl Into<String>,
-        llama_cpp_build: impl Into<String>,
-    ) -> Receipt {
+    /// An empty receipt for this machine and pocket commit, dated now, with no engines.
+    pub fn new(machine: Machine, pocket_commit: impl Into<String>) -> Receipt {
         Receipt {
             version: VERSION,
             created: utc_now(),
             machine,
             pocket_commit: pocket_commit.into(),
-            llama_cpp_build: llama_cpp_build.into(),
+            engines: BTreeMap::new(),
             llama_cpp_reference_build: None,
             results: Vec::new(),
             parity: Vec::new(),
@@ -402,6 +323,13 @@ impl Receipt {
         let value: serde_json::Value = serde_json::from_str(text).map_err(ReceiptError::NotJson)?;
         match value.get("version").map(|v| v.as_u64()) {
             None => return Err(ReceiptError::NoVersion),
+            Some(Some(1)) => {
+                let old: v1::ReceiptV1 =
+                    serde_json::from_str(text).map_err(ReceiptError::Schema)?;
+                let receipt = Receipt::from(old);
+                receipt.validate()?;
+                return Ok(receipt);
+            }
             Some(Some(v)) if v == u64::from(VERSION) => {}
             Some(Some(v)) => return Err(ReceiptError::Version(v)),
             Some(None) => return Err(ReceiptError::VersionNotNumber),
@@ -426,10 +354,18 @@ impl Receipt {
                 return Err(bad(Invalid::ZeroThreads));
             }
             c.pocket.check(&format!("{what}: pocket"))?;
-            c.llama_cpp.check(&format!("{what}: llama_cpp"))?;
+            if c.engines.is_empty() {
+                return Err(bad(Invalid::NoEngines));
+            }
+            for (kind, samples) in &c.engines {
+                if !self.engines.contains_key(kind) {
+                    return Err(bad(Invalid::UnknownEngine(*kind)));
+                }
+                samples.check(&format!("{what}: {kind}"))?;
+            }
             let again = Derived::compute(
                 &c.pocket,
-                &c.llama_cpp,
+                &c.engines,
                 c.test,
                 c.threads,
                 c.model_bytes,
@@ -468,6 +404,18 @@ impl Receipt {
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self)?;
         std::fs::write(path, text + "\n").map_err(crate::Error::file(path))
+    }
+
+    /// The reference engines of any result, in report order.
+    pub fn measured_engines(&self) -> Vec<EngineKind> {
+        let mut kinds: Vec<EngineKind> = self
+            .results
+            .iter()
+            .flat_map(|c| c.engines.keys().copied())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
     }
 
     /// The comparison for a (model, test, threads), if measured.

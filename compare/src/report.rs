@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::engine::EngineKind;
 use crate::plots;
-use crate::receipt::Receipt;
+use crate::receipt::{Comparison, Receipt};
 use crate::sysinfo::{sanitize, simd_flags};
 use crate::Result;
 
@@ -41,7 +42,8 @@ pub fn results_csv(receipt: &Receipt) -> String {
     let mut out = String::from(CSV_HEADER);
     out.push('\n');
     for c in &receipt.results {
-        for (engine, s) in [("pocket", &c.pocket), ("llama.cpp", &c.llama_cpp)] {
+        let engines = c.engines.iter().map(|(k, s)| (k.name(), s));
+        for (engine, s) in std::iter::once(("pocket", &c.pocket)).chain(engines) {
             for i in 0..s.ts.len() {
                 let _ = writeln!(
                     out,
@@ -69,81 +71,41 @@ fn signed_mib(bytes: i64) -> String {
     format!("{:+.1}", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// The markdown report: machine, builds, the comparison table, decode vs roofline, parity.
+/// `pocket vs llama.cpp, ik_llama.cpp`.
+fn title(engines: &[EngineKind]) -> String {
+    let names: Vec<&str> = engines.iter().map(|k| k.name()).collect();
+    format!("pocket vs {}", names.join(", "))
+}
+
+/// The markdown report: machine, builds, the comparison tables, decode vs roofline, parity.
 pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
-    let m = &receipt.machine;
-    let si = &m.sysinfo;
+    let engines = receipt.measured_engines();
     let mut out = String::new();
-    let _ = writeln!(out, "# pocket vs llama.cpp — {}\n", dir_name(receipt));
+    let _ = writeln!(out, "# {} — {}\n", title(&engines), dir_name(receipt));
     let _ = writeln!(out, "- created: {}", receipt.created);
     let _ = writeln!(out, "- pocket: `{}`", receipt.pocket_commit);
-    let _ = writeln!(
-        out,
-        "- llama.cpp (benchmarks, KL-divergence base): {}",
-        receipt.llama_cpp_build
-    );
+    for (kind, info) in &receipt.engines {
+        let flags = if info.options.is_empty() {
+            String::new()
+        } else {
+            format!("; every run with `{}`", info.options.join(" "))
+        };
+        let role = match kind {
+            EngineKind::LlamaCpp => " (benchmarks, KL-divergence base)",
+            _ => "",
+        };
+        let _ = writeln!(out, "- {kind}{role}: {}{flags}", info.build);
+    }
     if let Some(r) = &receipt.llama_cpp_reference_build {
         let _ = writeln!(
             out,
             "- llama.cpp reference (greedy parity, ggml numerics): {r}"
         );
     }
-    let _ = writeln!(
-        out,
-        "- machine: {} — {} ({} logical, {} physical cores), {} {}, memory {}",
-        m.name,
-        si.cpu_model,
-        si.logical_cores,
-        si.physical_cores.map_or("?".into(), |c| c.to_string()),
-        si.os,
-        si.arch,
-        si.mem_total_bytes.map_or("?".into(), |b| format!(
-            "{:.1} GiB",
-            b as f64 / (1u64 << 30) as f64
-        ))
-    );
-    let _ = writeln!(out, "- SIMD: {}", simd_flags(&si.cpu_flags).join(" "));
-    if let Some(bw) = &m.bandwidth {
-        let _ = writeln!(
-            out,
-            "- read bandwidth: {:.1} GB/s (1 thread), {:.1} GB/s ({} threads), {} MiB buffer",
-            bw.single_gbs,
-            bw.multi_gbs,
-            bw.threads,
-            bw.buffer_bytes >> 20
-        );
-    }
-    out.push_str("\n## Speed and memory\n\n");
-    out.push_str(
-        "Each repetition is a fresh process. Speedup = pocket t/s / llama.cpp t/s. \
-         Setup = process wall time outside the timed run (load, warm-up, exit).\n\n",
-    );
-    out.push_str(
-        "| model | test | threads | pocket t/s | llama.cpp t/s | speedup | pocket RSS MiB | llama.cpp RSS MiB | RSS Δ MiB | pocket setup ms | llama.cpp setup ms |\n",
-    );
-    out.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for c in &receipt.results {
-        let d = &c.derived;
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:.2} ± {:.2} | {:.2} ± {:.2} | {:.3} | {} | {} | {} | {:.0} | {:.0} |",
-            plots::short(&c.model),
-            c.test,
-            c.threads,
-            d.pocket_ts_mean,
-            d.pocket_ts_sd,
-            d.llama_cpp_ts_mean,
-            d.llama_cpp_ts_sd,
-            d.speedup,
-            mib(d.pocket_peak_rss_bytes),
-            mib(d.llama_cpp_peak_rss_bytes),
-            signed_mib(d.rss_delta_bytes),
-            d.pocket_setup_ms_mean,
-            d.llama_cpp_setup_ms_mean
-        );
-    }
+    machine_lines(&mut out, receipt);
+    speed_tables(&mut out, receipt, &engines);
     out.push_str("\n![speedup](speedup.svg)\n");
-    let decode: Vec<_> = receipt
+    let decode: Vec<&Comparison> = receipt
         .results
         .iter()
         .filter(|c| c.test.is_decode())
@@ -153,28 +115,7 @@ pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
         out.push_str(
             "Roofline = read bandwidth / model tensor bytes: one full read of the weights per token.\n\n",
         );
-        out.push_str("| model | test | threads | model MiB | roofline t/s | pocket t/s | % of roof | llama.cpp t/s | % of roof |\n");
-        out.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-        for c in decode {
-            let d = &c.derived;
-            let pct = |ts: f64| {
-                d.roofline_ts
-                    .map_or("—".into(), |r| format!("{:.0}%", 100.0 * ts / r))
-            };
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {:.2} | {} | {:.2} | {} |",
-                plots::short(&c.model),
-                c.test,
-                c.threads,
-                c.model_bytes.map_or("—".into(), mib),
-                d.roofline_ts.map_or("—".into(), |r| format!("{r:.1}")),
-                d.pocket_ts_mean,
-                pct(d.pocket_ts_mean),
-                d.llama_cpp_ts_mean,
-                pct(d.llama_cpp_ts_mean)
-            );
-        }
+        decode_table(&mut out, &decode, &engines);
         if has_roofline {
             out.push_str("\n![roofline](roofline.svg)\n");
         }
@@ -210,4 +151,176 @@ pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
         }
     }
     out
+}
+
+fn machine_lines(out: &mut String, receipt: &Receipt) {
+    let m = &receipt.machine;
+    let si = &m.sysinfo;
+    let _ = writeln!(
+        out,
+        "- machine: {} — {} ({} logical, {} physical cores), {} {}, memory {}",
+        m.name,
+        si.cpu_model,
+        si.logical_cores,
+        si.physical_cores.map_or("?".into(), |c| c.to_string()),
+        si.os,
+        si.arch,
+        si.mem_total_bytes.map_or("?".into(), |b| format!(
+            "{:.1} GiB",
+            b as f64 / (1u64 << 30) as f64
+        ))
+    );
+    let _ = writeln!(out, "- SIMD: {}", simd_flags(&si.cpu_flags).join(" "));
+    if let Some(bw) = &m.bandwidth {
+        let _ = writeln!(
+            out,
+            "- read bandwidth: {:.1} GB/s (1 thread), {:.1} GB/s ({} threads), {} MiB buffer",
+            bw.single_gbs,
+            bw.multi_gbs,
+            bw.threads,
+            bw.buffer_bytes >> 20
+        );
+    }
+}
+
+/// The speed table (t/s of every engine, pocket's speedup over each) and the memory and
+/// setup table (peak RSS and setup time of every engine).
+fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
+    out.push_str("\n## Speed\n\n");
+    out.push_str(
+        "Each repetition is a fresh process; the engines take turns within each repetition. \
+         × E = pocket t/s / E t/s, pocket's speedup over E (> 1: pocket is faster).\n\n",
+    );
+    let names: Vec<String> = engines.iter().map(|e| format!("{e} t/s")).collect();
+    let speedups: Vec<String> = engines.iter().map(|e| format!("× {e}")).collect();
+    table_head(
+        out,
+        &["model", "test", "threads", "pocket t/s"],
+        &[&names, &speedups],
+    );
+    for c in &receipt.results {
+        let d = &c.derived;
+        let _ = write!(
+            out,
+            "| {} | {} | {} | {:.2} ± {:.2} |",
+            plots::short(&c.model),
+            c.test,
+            c.threads,
+            d.pocket_ts_mean,
+            d.pocket_ts_sd
+        );
+        for e in engines {
+            let cell = d.engines.get(e).map_or("—".into(), |v| {
+                format!("{:.2} ± {:.2}", v.ts_mean, v.ts_sd)
+            });
+            let _ = write!(out, " {cell} |");
+        }
+        for e in engines {
+            let cell = c.speedup(*e).map_or("—".into(), |s| format!("{s:.3}"));
+            let _ = write!(out, " {cell} |");
+        }
+        out.push('\n');
+    }
+    out.push_str("\n## Memory and setup\n\n");
+    out.push_str(
+        "Peak RSS of each engine's process (in parentheses: pocket's minus the engine's); \
+         setup = process wall time outside the timed run (load, warm-up, exit).\n\n",
+    );
+    let rss: Vec<String> = engines.iter().map(|e| format!("{e} RSS MiB")).collect();
+    let mut setup = vec!["pocket setup ms".to_string()];
+    setup.extend(engines.iter().map(|e| format!("{e} setup ms")));
+    table_head(
+        out,
+        &["model", "test", "threads", "pocket RSS MiB"],
+        &[&rss, &setup],
+    );
+    for c in &receipt.results {
+        let d = &c.derived;
+        let _ = write!(
+            out,
+            "| {} | {} | {} | {} |",
+            plots::short(&c.model),
+            c.test,
+            c.threads,
+            mib(d.pocket_peak_rss_bytes)
+        );
+        for e in engines {
+            let cell = d.engines.get(e).map_or("—".into(), |v| {
+                format!(
+                    "{} ({})",
+                    mib(v.peak_rss_bytes),
+                    signed_mib(v.rss_delta_bytes)
+                )
+            });
+            let _ = write!(out, " {cell} |");
+        }
+        let _ = write!(out, " {:.0} |", d.pocket_setup_ms_mean);
+        for e in engines {
+            let cell = d
+                .engines
+                .get(e)
+                .map_or("—".into(), |v| format!("{:.0}", v.setup_ms_mean));
+            let _ = write!(out, " {cell} |");
+        }
+        out.push('\n');
+    }
+}
+
+/// A markdown table's header and rule: `fixed` columns (the first three left-aligned),
+/// then the `more` groups of right-aligned columns.
+fn table_head(out: &mut String, fixed: &[&str], more: &[&Vec<String>]) {
+    let cols: Vec<&str> = fixed
+        .iter()
+        .copied()
+        .chain(more.iter().flat_map(|g| g.iter().map(String::as_str)))
+        .collect();
+    let rule: Vec<&str> = (0..cols.len())
+        .map(|i| if i < 2 { "---" } else { "---:" })
+        .collect();
+    let _ = writeln!(out, "| {} |\n| {} |", cols.join(" | "), rule.join(" | "));
+}
+
+/// Decode t/s of every engine against the roofline.
+fn decode_table(out: &mut String, decode: &[&Comparison], engines: &[EngineKind]) {
+    let fixed = [
+        "model",
+        "test",
+        "threads",
+        "model MiB",
+        "roofline t/s",
+        "pocket t/s",
+        "% of roof",
+    ];
+    let per_engine: Vec<String> = engines
+        .iter()
+        .flat_map(|e| [format!("{e} t/s"), "% of roof".to_string()])
+        .collect();
+    table_head(out, &fixed, &[&per_engine]);
+    for c in decode {
+        let d = &c.derived;
+        let pct = |ts: f64| {
+            d.roofline_ts
+                .map_or("—".into(), |r| format!("{:.0}%", 100.0 * ts / r))
+        };
+        let _ = write!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.2} | {} |",
+            plots::short(&c.model),
+            c.test,
+            c.threads,
+            c.model_bytes.map_or("—".into(), mib),
+            d.roofline_ts.map_or("—".into(), |r| format!("{r:.1}")),
+            d.pocket_ts_mean,
+            pct(d.pocket_ts_mean)
+        );
+        for e in engines {
+            match d.engines.get(e) {
+                Some(v) => {
+                    let _ = write!(out, " {:.2} | {} |", v.ts_mean, pct(v.ts_mean));
+                }
+                None => out.push_str(" — | — |"),
+            }
+        }
+        out.push('\n');
+    }
 }

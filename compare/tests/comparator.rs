@@ -1,34 +1,57 @@
-//! The comparator loop through the engine seam: a scripted engine (exact numbers), and
-//! llama.cpp against itself (the real thing, one short repetition).
+//! The comparator loop through the engine seam: scripted engines (exact numbers, pocket
+//! and two references, their turns rotating), and llama.cpp against itself (the real
+//! thing, one short repetition).
 //!
 //! `harness = false`: this binary is also the measuring wrapper (see `measured`).
 
 #[macro_use]
 mod measured;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 
 use pocket_compare::bench_row::BenchRow;
 use pocket_compare::comparator::{self, Plan};
-use pocket_compare::engine::{Engine, LlamaCpp, Sample, Test};
+use pocket_compare::engine::{Engine, EngineInfo, EngineKind, LlamaCpp, Reference, Sample, Test};
 use pocket_compare::llama_bench::{cache_dir, PROVISION};
 use pocket_compare::Result;
 
-/// An engine that reports `ts` and counts its calls.
-struct Scripted {
+/// An engine that reports `ts`, counts its calls and writes its name into `log`.
+struct Scripted<'a> {
     name: &'static str,
+    kind: EngineKind,
     ts: f64,
     rss: u64,
     calls: Cell<u32>,
+    log: &'a RefCell<Vec<&'static str>>,
 }
 
-impl Engine for Scripted {
+impl<'a> Scripted<'a> {
+    fn new(
+        name: &'static str,
+        kind: EngineKind,
+        ts: f64,
+        rss_mib: u64,
+        log: &'a RefCell<Vec<&'static str>>,
+    ) -> Scripted<'a> {
+        Scripted {
+            name,
+            kind,
+            ts,
+            rss: rss_mib << 20,
+            calls: Cell::new(0),
+            log,
+        }
+    }
+}
+
+impl Engine for Scripted<'_> {
     fn name(&self) -> &str {
         self.name
     }
     fn bench(&self, _model: &Path, test: Test, threads: u32) -> Result<Sample> {
         self.calls.set(self.calls.get() + 1);
+        self.log.borrow_mut().push(self.name);
         let mut row = BenchRow::cpu_defaults();
         row.n_prompt = test.n_prompt as i64;
         row.n_gen = test.n_gen as i64;
@@ -44,19 +67,24 @@ impl Engine for Scripted {
     }
 }
 
+impl Reference for Scripted<'_> {
+    fn kind(&self) -> EngineKind {
+        self.kind
+    }
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            build: format!("{} scripted", self.name),
+            options: vec!["-x".into()],
+        }
+    }
+}
+
 fn scripted_engines_fill_a_receipt() {
-    let pocket = Scripted {
-        name: "pocket",
-        ts: 30.0,
-        rss: 90 << 20,
-        calls: Cell::new(0),
-    };
-    let llama = Scripted {
-        name: "llama.cpp",
-        ts: 20.0,
-        rss: 150 << 20,
-        calls: Cell::new(0),
-    };
+    let log = RefCell::new(Vec::new());
+    // pocket's kind is not used: it is passed as the engine under test.
+    let pocket = Scripted::new("pocket", EngineKind::LlamaCpp, 30.0, 90, &log);
+    let llama = Scripted::new("llama.cpp", EngineKind::LlamaCpp, 20.0, 150, &log);
+    let ik = Scripted::new("ik_llama.cpp", EngineKind::IkLlamaCpp, 40.0, 120, &log);
     let plan = Plan {
         models: vec![PathBuf::from("/models/a.gguf")],
         tests: vec![Test::tg(8), Test::pp(32)],
@@ -64,33 +92,66 @@ fn scripted_engines_fill_a_receipt() {
         reps: 3,
     };
     let mut lines = 0;
+    let refs: [&dyn Reference; 2] = [&llama, &ik];
     let r = comparator::run(
         &plan,
         &pocket,
-        &llama,
+        &refs,
         comparator::new_receipt(None, Path::new(".")),
         |_| lines += 1,
     )
     .unwrap();
-    assert_eq!(lines, 2 * 2 * 3 * 2);
-    assert_eq!((pocket.calls.get(), llama.calls.get()), (12, 12));
+    assert_eq!(lines, 2 * 2 * 3 * 3);
+    let calls = [&pocket, &llama, &ik].map(|e| e.calls.get());
+    assert_eq!(calls, [12, 12, 12]);
+    // Every repetition runs each engine once, the order rotating by one each time.
+    assert_eq!(
+        log.borrow()[..9],
+        [
+            "pocket",
+            "llama.cpp",
+            "ik_llama.cpp",
+            "llama.cpp",
+            "ik_llama.cpp",
+            "pocket",
+            "ik_llama.cpp",
+            "pocket",
+            "llama.cpp"
+        ]
+    );
     assert_eq!(r.results.len(), 4);
+    assert_eq!(
+        r.engines.keys().copied().collect::<Vec<_>>(),
+        [EngineKind::LlamaCpp, EngineKind::IkLlamaCpp]
+    );
+    assert_eq!(
+        r.engines[&EngineKind::IkLlamaCpp].build,
+        "ik_llama.cpp scripted"
+    );
     for c in &r.results {
         assert_eq!(c.model, "a.gguf");
         assert_eq!(c.pocket.ts.len(), 3);
-        assert!((c.derived.speedup - 1.5).abs() < 1e-12);
-        assert_eq!(c.derived.rss_delta_bytes, -(60 << 20));
+        assert_eq!(c.engines[&EngineKind::IkLlamaCpp].ts.len(), 3);
+        assert!((c.speedup(EngineKind::LlamaCpp).unwrap() - 1.5).abs() < 1e-12);
+        assert!((c.speedup(EngineKind::IkLlamaCpp).unwrap() - 0.75).abs() < 1e-12);
+        let vs = |k| c.derived.engines[&k].rss_delta_bytes;
+        assert_eq!(vs(EngineKind::LlamaCpp), -(60 << 20));
+        assert_eq!(vs(EngineKind::IkLlamaCpp), -(30 << 20));
         assert_eq!(c.model_bytes, Some(100 << 20));
     }
-    let zero = Plan { reps: 0, ..plan };
-    assert!(comparator::run(
-        &zero,
-        &pocket,
-        &llama,
-        comparator::new_receipt(None, Path::new(".")),
-        |_| {}
-    )
-    .is_err());
+    let text = serde_json::to_string(&r).unwrap();
+    assert_eq!(
+        pocket_compare::receipt::Receipt::from_json(&text).unwrap(),
+        r
+    );
+    let zero = Plan {
+        reps: 0,
+        ..plan.clone()
+    };
+    let new = || comparator::new_receipt(None, Path::new("."));
+    assert!(comparator::run(&zero, &pocket, &refs, new(), |_| {}).is_err());
+    let none = comparator::run(&plan, &pocket, &[], new(), |_| {}).unwrap_err();
+    assert!(none.to_string().contains("no engine"), "{none}");
 }
 
 fn llama_cpp_against_itself() {
@@ -112,15 +173,13 @@ fn llama_cpp_against_itself() {
         receipt.pocket_commit, "unknown",
         "git is available in the work tree"
     );
-    assert!(
-        receipt.llama_cpp_build.contains("b11434"),
-        "{}",
-        receipt.llama_cpp_build
-    );
-    let r = comparator::run(&plan, &engine, &engine, receipt, |l| eprintln!("{l}")).unwrap();
+    let r = comparator::run(&plan, &engine, &[&engine], receipt, |l| eprintln!("{l}")).unwrap();
+    let build = &r.engines[&EngineKind::LlamaCpp].build;
+    assert!(build.contains("b11434"), "{build}");
     let c = &r.results[0];
     assert_eq!(c.model_bytes, Some(96_576_768));
-    assert!(c.derived.speedup > 0.0 && c.llama_cpp.peak_rss_bytes[0] > 64 << 20);
+    let theirs = &c.engines[&EngineKind::LlamaCpp];
+    assert!(c.speedup(EngineKind::LlamaCpp).unwrap() > 0.0 && theirs.peak_rss_bytes[0] > 64 << 20);
     let text = serde_json::to_string(&r).unwrap();
     pocket_compare::receipt::Receipt::from_json(&text).unwrap();
 }

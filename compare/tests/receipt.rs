@@ -6,7 +6,9 @@ use std::path::Path;
 use pocket_compare::bandwidth::{self, Bandwidth};
 use pocket_compare::cli::compare_cmd::{self, CompareArgs};
 use pocket_compare::cli::engine_args::{PlacementArgs, TestLists};
-use pocket_compare::engine::Test;
+use std::collections::BTreeMap;
+
+use pocket_compare::engine::{EngineInfo, EngineKind, Test};
 use pocket_compare::receipt::{
     rfc3339, Comparison, EngineSamples, KldParity, Machine, Parity, Receipt,
 };
@@ -34,7 +36,14 @@ fn receipt(created: &str, speedups: [f64; 4]) -> Receipt {
         sysinfo: SysInfo::detect(),
         bandwidth: Some(bw.clone()),
     };
-    let mut r = Receipt::new(machine, "0a1b2c3d4e5f", "b11434 test");
+    let mut r = Receipt::new(machine, "0a1b2c3d4e5f");
+    r.engines.insert(
+        EngineKind::LlamaCpp,
+        EngineInfo {
+            build: "b11434 test".into(),
+            options: vec![],
+        },
+    );
     r.created = created.into();
     let cases = [
         (Test::tg(8), 1, 60.0),
@@ -51,7 +60,7 @@ fn receipt(created: &str, speedups: [f64; 4]) -> Receipt {
             test,
             threads,
             pocket,
-            llama,
+            BTreeMap::from([(EngineKind::LlamaCpp, llama)]),
             Some(&bw),
         ));
     }
@@ -80,8 +89,11 @@ fn receipt_round_trips_and_derives() {
     let back = Receipt::from_json(&text).unwrap();
     assert_eq!(back, r);
     let c = &r.results[0];
-    assert!((c.derived.speedup - 1.1).abs() < 1e-9);
-    assert_eq!(c.derived.rss_delta_bytes, -(80 << 20));
+    assert!((c.speedup(EngineKind::LlamaCpp).unwrap() - 1.1).abs() < 1e-9);
+    assert_eq!(
+        c.derived.engines[&EngineKind::LlamaCpp].rss_delta_bytes,
+        -(80 << 20)
+    );
     // roofline: 9 GB/s / 96.6 MB ≈ 93 t/s for one thread, 15 GB/s for two
     let roof = c.derived.roofline_ts.unwrap();
     assert!((roof - 9e9 / 96_576_768.0).abs() < 1e-6, "{roof}");
@@ -120,7 +132,7 @@ fn receipt_errors_are_clear() {
     assert!(e.contains("version"), "{e}");
     let e = load_err(&edit(&|v| v["version"] = 7.into()));
     assert!(
-        e.contains("version 7") && e.contains("reads version 1"),
+        e.contains("version 7") && e.contains("reads versions 1 to 2"),
         "{e}"
     );
     let e = load_err(&edit(&|v| {
@@ -134,10 +146,10 @@ fn receipt_errors_are_clear() {
     let e = load_err(&edit(&|v| v["results"][0]["speed_up"] = 1.into()));
     assert!(e.contains("unknown field `speed_up`"), "{e}");
     let e = load_err(&edit(&|v| {
-        v["results"][1]["derived"]["speedup"] = 3.0.into()
+        v["results"][1]["derived"]["engines"]["llama.cpp"]["speedup"] = 3.0.into()
     }));
     assert!(
-        e.contains("results[1]") && e.contains("derived.speedup"),
+        e.contains("results[1]") && e.contains("derived.engines.llama.cpp.speedup"),
         "{e}"
     );
     let e = load_err(&edit(&|v| {
@@ -224,7 +236,7 @@ fn history_page_plots_every_receipt() {
     // Two machines: their latest receipts side by side.
     assert!(html.contains("Machines side by side"));
     assert!(html.contains("<th>other</th>") && html.contains("<th>test box</th>"));
-    assert!(html.contains("1.10× ("), "{html}");
+    assert!(html.contains("1.10× llama.cpp ("), "{html}");
 
     compare_cmd::run(CompareArgs {
         history: Some(root.path().to_path_buf()),
@@ -236,6 +248,7 @@ fn history_page_plots_every_receipt() {
 
 fn args() -> CompareArgs {
     CompareArgs {
+        engines: Vec::new(),
         history: None,
         out: None,
         baseline: None,

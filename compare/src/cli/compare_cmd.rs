@@ -1,9 +1,12 @@
-//! `pocket compare`: pocket against llama.cpp, or the comparator's work on stored receipts.
+//! `pocket compare`: pocket against its reference engines (llama.cpp, ik_llama.cpp), or the
+//! comparator's work on stored receipts.
 //!
-//!   pocket compare [-m MODEL...] [-t 2[,1]] [-p 512] [-n 128] [-r 5] [--results DIR] [--no-parity]
-//!       every (model, test, threads) on both engines, repetitions interleaved, each one a
-//!       fresh process; a parity line per model; writes results/<date>-<machine>/. Without
-//!       -m: the fixture models and the three synthetic MNN-Pocket models (made if missing).
+//!   pocket compare [--engines llama.cpp,ik_llama.cpp] [-m MODEL...] [-t 2[,1]] [-p 512] [-n 128]
+//!                  [-r 5] [--results DIR] [--no-parity]
+//!       every (model, test, threads) on pocket and each engine (default: every provisioned
+//!       one), repetitions interleaved, each one a fresh process; a parity line per model
+//!       (against llama.cpp); writes results/<date>-<machine>/. Without -m: the fixture
+//!       models and the three synthetic MNN-Pocket models (made if missing).
 //!   pocket compare --history results/ [--out FILE]          trend page (HTML, inline SVG)
 //!   pocket compare --baseline R --current R [--fail-below X]  regression gate (exit 1 on a drop)
 //!   pocket compare --report R [--results DIR]                 results/<date>-<machine>/ from R
@@ -14,11 +17,13 @@ use clap::{ArgGroup, Args};
 
 use super::engine_args::{positive, PlacementArgs, TestLists};
 use super::{CliError, CliResult};
+use crate::engine::EngineKind;
 use crate::receipt::Receipt;
 use crate::{gate, history, report};
 
 /// The flags of a live comparison, which do not mix with the receipt modes.
-const LIVE: [&str; 10] = [
+const LIVE: [&str; 11] = [
+    "engines",
     "model",
     "threads",
     "n_prompt",
@@ -34,6 +39,10 @@ const LIVE: [&str; 10] = [
 #[derive(Args, Debug, Clone)]
 #[command(group(ArgGroup::new("mode").args(["history", "baseline", "report"]).conflicts_with_all(LIVE)))]
 pub struct CompareArgs {
+    /// Engines to compare pocket with, comma-separated (default: every provisioned one;
+    /// ik_llama.cpp runs with `-rtr 1 -fa 1`).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub engines: Vec<EngineKind>,
     /// Models to compare; repeat -m or separate with commas (default: fixtures + synthetic).
     #[arg(short, long = "model", value_delimiter = ',')]
     pub model: Vec<PathBuf>,

@@ -9,10 +9,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::compare_cmd::CompareArgs;
 use super::CliResult;
 use crate::comparator::{self, Plan};
-use crate::engine::{LlamaCpp, Pocket};
-use crate::llama_bench::{cache_dir, ToolError};
+use crate::engine::{EngineKind, Pocket, Reference};
+use crate::llama_bench::{cache_dir, LlamaTools, ToolError};
 use crate::pocket_bench::default_threads;
-use crate::receipt::{Derived, PlacementRecord};
+use crate::receipt::{PlacementRecord, Receipt};
 use crate::{parity, report};
 
 /// The fixture models (fetched by `tests/fixtures.sh`).
@@ -81,13 +81,28 @@ pub fn run(args: &CompareArgs) -> CliResult {
         args.threads.clone()
     };
     let placement = args.placement.placement();
-    // llama.cpp first: its absence is the most likely failure, and says how to fix it.
-    let mut llama = LlamaCpp::locate()?;
-    llama.placement = Some(placement);
-    if !args.no_parity {
-        llama.tools.tool("llama-perplexity")?;
-        llama.tools.reference_tool("llama-completion")?;
+    // The engines first: their absence is the most likely failure, and says how to fix it.
+    let kinds = if args.engines.is_empty() {
+        EngineKind::provisioned()
+    } else {
+        dedup(&args.engines)
+    };
+    if kinds.is_empty() {
+        return Err(ToolError::NoEngines.into());
     }
+    let engines = kinds
+        .iter()
+        .map(|k| k.locate(Some(placement)))
+        .collect::<crate::Result<Vec<_>>>()?;
+    // Parity is against llama.cpp (perplexity, KL-divergence base, greedy tokens).
+    let parity_tools = if args.no_parity {
+        None
+    } else {
+        let tools = LlamaTools::locate()?;
+        tools.tool("llama-perplexity")?;
+        tools.reference_tool("llama-completion")?;
+        Some(tools)
+    };
     let mut pocket = Pocket::current()?;
     pocket.placement = Some(placement);
     let models = if args.model.is_empty() {
@@ -113,7 +128,7 @@ pub fn run(args: &CompareArgs) -> CliResult {
 
     let total = (plan.models.len() * plan.tests.len() * plan.threads.len()) as u64
         * u64::from(plan.reps)
-        * 2;
+        * (engines.len() as u64 + 1);
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template(
@@ -123,7 +138,8 @@ pub fn run(args: &CompareArgs) -> CliResult {
         .progress_chars("=> "),
     );
     bar.enable_steady_tick(Duration::from_millis(500));
-    let mut receipt = comparator::run(&plan, &pocket, &llama, receipt, |line| {
+    let references: Vec<&dyn Reference> = engines.iter().map(|e| e.as_ref()).collect();
+    let mut receipt = comparator::run(&plan, &pocket, &references, receipt, |line| {
         if bar.is_hidden() {
             eprintln!("{line}");
         } else {
@@ -145,27 +161,20 @@ pub fn run(args: &CompareArgs) -> CliResult {
             bw.single_gbs, bw.multi_gbs, bw.threads
         ));
         for c in &mut receipt.results {
-            c.derived = Derived::compute(
-                &c.pocket,
-                &c.llama_cpp,
-                c.test,
-                c.threads,
-                c.model_bytes,
-                Some(&bw),
-            );
+            c.rederive(Some(&bw));
         }
         receipt.machine.bandwidth = Some(bw);
         receipt.validate()?;
     }
 
-    if !args.no_parity {
+    if let Some(tools) = &parity_tools {
         let t = threads.iter().copied().max().unwrap_or(1);
         for m in &models {
             let sp = spinner(&format!(
                 "parity on {}",
                 m.file_name().unwrap_or_default().to_string_lossy()
             ));
-            let (p, warnings) = parity::measure(&llama.tools, m, t);
+            let (p, warnings) = parity::measure(tools, m, t);
             sp.finish_and_clear();
             for w in warnings {
                 eprintln!("warning: parity: {w}");
@@ -178,22 +187,41 @@ pub fn run(args: &CompareArgs) -> CliResult {
     let root = args.results.clone().unwrap_or_else(|| "results".into());
     let dir = report::write_results_dir(&receipt, &root)?;
     println!();
+    print_summary(&receipt);
+    println!("{}", dir.display());
+    Ok(())
+}
+
+/// The engines of `kinds` in report order, each once.
+fn dedup(kinds: &[EngineKind]) -> Vec<EngineKind> {
+    let mut out = kinds.to_vec();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A line per comparison: pocket's t/s and RSS, and each engine's with pocket's speedup.
+fn print_summary(receipt: &Receipt) {
     for c in &receipt.results {
         let d = &c.derived;
-        println!(
-            "{:<40} {:>7} t{}  pocket {:>9.2} t/s  llama.cpp {:>9.2} t/s  speedup {:.3}  RSS {:.0} vs {:.0} MiB",
+        let mut line = format!(
+            "{:<40} {:>7} t{}  pocket {:>9.2} t/s {:>4.0} MiB",
             c.model,
             c.test.to_string(),
             c.threads,
             d.pocket_ts_mean,
-            d.llama_cpp_ts_mean,
-            d.speedup,
             d.pocket_peak_rss_bytes as f64 / (1 << 20) as f64,
-            d.llama_cpp_peak_rss_bytes as f64 / (1 << 20) as f64,
         );
+        for (k, v) in &d.engines {
+            line.push_str(&format!(
+                " | {k} {:>9.2} t/s {:>4.0} MiB, speedup {:.3}",
+                v.ts_mean,
+                v.peak_rss_bytes as f64 / (1 << 20) as f64,
+                v.speedup
+            ));
+        }
+        println!("{line}");
     }
-    println!("{}", dir.display());
-    Ok(())
 }
 
 /// `parity MODEL: ppl pocket X / llama.cpp Y, greedy N tokens, Z% identical`.

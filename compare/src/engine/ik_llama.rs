@@ -1,0 +1,213 @@
+//! ik_llama.cpp, through its own `llama-bench` (one process per repetition, `-r 1 -o json`),
+//! run as its documentation advises for CPUs: `-rtr 1` (repack the weights at load into its
+//! row-interleaved `_R8` layouts) and `-fa 1` (its flash attention).
+//!
+//! ik_llama.cpp's llama-bench is an older fork of mainline's: its JSON rows have other
+//! fields (`repack`, `mla_attn`, `fused_moe`, `test`; no `n_depth`, `cpu_mask`, `poll`) and
+//! booleans where mainline prints integers (`flash_attn`), so it has its own reader, which
+//! maps a row onto mainline's [`BenchRow`] and keeps the rest in `extra`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Map, Value};
+
+use super::{sample_from, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
+use crate::bench_format::{ParseError, Problem};
+use crate::bench_row::BenchRow;
+use crate::llama_bench::{cache_dir, read_line, run_measured, ToolError};
+use crate::Result;
+
+/// The command that builds ik_llama.cpp's tools into the cache.
+pub const PROVISION: &str = "bash compare/provision-ik-llama.sh";
+
+/// The flags of every run: run-time repacking and flash attention, as ik_llama.cpp's
+/// README and discussions advise for CPU inference.
+pub const OPTIONS: [&str; 4] = ["-rtr", "1", "-fa", "1"];
+
+/// ik_llama.cpp's build in the cache, written by [`PROVISION`]: the native build
+/// (`<cache>/ik_llama.cpp`), else the quick one against the wheel's prebuilt AVX2 libraries
+/// (`<cache>/ik_llama.cpp-prebuilt`, `--prebuilt`). Its `BUILD_INFO` says which.
+#[derive(Debug, Clone)]
+pub struct IkLlamaCpp {
+    pub dir: PathBuf,
+}
+
+impl IkLlamaCpp {
+    /// The build in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is missing.
+    pub fn locate() -> Result<IkLlamaCpp, ToolError> {
+        IkLlamaCpp::in_cache(&cache_dir())
+    }
+
+    /// The build in `cache`: the native one where it is complete, else the prebuilt one.
+    pub fn in_cache(cache: &Path) -> Result<IkLlamaCpp, ToolError> {
+        let native = IkLlamaCpp {
+            dir: cache.join("ik_llama.cpp"),
+        };
+        let prebuilt = IkLlamaCpp {
+            dir: cache.join("ik_llama.cpp-prebuilt"),
+        };
+        // BUILD_INFO is written last: a native build under way is not used.
+        let complete = |ik: &IkLlamaCpp| ik.dir.join("BUILD_INFO").is_file();
+        match (complete(&native), complete(&prebuilt)) {
+            (false, true) => prebuilt.tool("llama-bench").map(|_| prebuilt),
+            _ => native.tool("llama-bench").map(|_| native),
+        }
+    }
+
+    /// A tool of the build (`llama-bench`, `llama-perplexity`), checked to exist.
+    pub fn tool(&self, name: &str) -> Result<PathBuf, ToolError> {
+        let path = self.dir.join("bin").join(name);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(ToolError::NotProvisioned {
+                engine: EngineKind::IkLlamaCpp.name(),
+                name: name.to_string(),
+                path,
+                provision: PROVISION,
+            })
+        }
+    }
+
+    /// llama-bench's command line for one repetition.
+    pub fn args(model: &Path, test: Test, threads: u32) -> Vec<String> {
+        let (n_prompt, n_gen, pg) = test_args(test);
+        let mut args: Vec<String> = vec![
+            "-m".into(),
+            model.display().to_string(),
+            "-t".into(),
+            threads.to_string(),
+            "-p".into(),
+            n_prompt.to_string(),
+            "-n".into(),
+            n_gen.to_string(),
+            "-r".into(),
+            "1".into(),
+            "-o".into(),
+            "json".into(),
+        ];
+        args.extend(pg);
+        args.extend(OPTIONS.iter().map(|s| s.to_string()));
+        args
+    }
+}
+
+impl Engine for IkLlamaCpp {
+    fn name(&self) -> &str {
+        EngineKind::IkLlamaCpp.name()
+    }
+
+    fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
+        if !model.is_file() {
+            return Err(crate::Error::ModelNotFound(model.to_path_buf()));
+        }
+        let args = IkLlamaCpp::args(model, test, threads);
+        let mut cmd = Command::new(self.tool("llama-bench")?);
+        cmd.args(&args);
+        let stats = run_measured(cmd)?;
+        if stats.exit_code != Some(0) {
+            let command = format!("ik_llama.cpp llama-bench {}", args.join(" "));
+            let failure = stats.failure();
+            return Err(ToolError::Failed { command, failure }.into());
+        }
+        let rows = parse_json(&stats.stdout)?;
+        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| ToolError::RowCount {
+            tool: "ik_llama.cpp llama-bench",
+            rows: rows.len(),
+        })?;
+        Ok(sample_from(row, &stats))
+    }
+}
+
+impl Reference for IkLlamaCpp {
+    fn kind(&self) -> EngineKind {
+        EngineKind::IkLlamaCpp
+    }
+
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            build: read_line(&self.dir.join("BUILD_INFO")).unwrap_or_else(|| "unknown".into()),
+            options: OPTIONS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// The fields an ik_llama.cpp row must have to mean anything.
+pub const REQUIRED: [&str; 16] = [
+    "build_commit",
+    "cpu_info",
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_batch",
+    "n_ubatch",
+    "n_threads",
+    "type_k",
+    "type_v",
+    "n_prompt",
+    "n_gen",
+    "avg_ns",
+    "avg_ts",
+    "samples_ns",
+];
+
+/// Reads ik_llama.cpp's `llama-bench -o json` output into mainline-shaped rows.
+pub fn parse_json(text: &str) -> Result<Vec<BenchRow>, ParseError> {
+    let what = "ik_llama.cpp llama-bench json";
+    let bad = |problem| ParseError {
+        what: what.to_string(),
+        problem,
+    };
+    let value: Value = serde_json::from_str(text).map_err(|e| bad(Problem::Json(e)))?;
+    let Value::Array(items) = value else {
+        return Err(bad(Problem::NotArray));
+    };
+    if items.is_empty() {
+        return Err(bad(Problem::Empty));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let Value::Object(map) = item else {
+                return Err(ParseError {
+                    what: format!("{what} row {}", i + 1),
+                    problem: Problem::NotObject,
+                });
+            };
+            row_from_ik(map).map_err(|problem| ParseError {
+                what: format!("{what} row {}", i + 1),
+                problem,
+            })
+        })
+        .collect()
+}
+
+/// One ik_llama.cpp row as a [`BenchRow`]: its booleans where mainline has integers become
+/// 0/1, and the fields mainline does not know go to `extra`.
+fn row_from_ik(mut map: Map<String, Value>) -> Result<BenchRow, Problem> {
+    let missing: Vec<&str> = REQUIRED
+        .iter()
+        .copied()
+        .filter(|f| !map.contains_key(*f))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Problem::Missing(missing.join(", ")));
+    }
+    for field in ["flash_attn"] {
+        if let Some(Value::Bool(b)) = map.get(field) {
+            let n = i64::from(*b);
+            map.insert(field.to_string(), Value::from(n));
+        }
+    }
+    let row: BenchRow = serde_json::from_value(Value::Object(map)).map_err(Problem::Json)?;
+    if !(row.avg_ts.is_finite() && row.avg_ts > 0.0) || row.samples_ns.is_empty() {
+        return Err(Problem::Unreadable(
+            "avg_ts / samples_ns".into(),
+            format!("{} / {:?}", row.avg_ts, row.samples_ns),
+        ));
+    }
+    Ok(row)
+}
