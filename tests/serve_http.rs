@@ -8,7 +8,7 @@ mod common;
 #[path = "serve/common.rs"]
 mod serve_common;
 
-use std::io::BufRead;
+use std::io::{BufRead, Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -434,4 +434,72 @@ fn tokenize_detokenize_apply_template_and_flags() {
     let out = run(&["-m", "x.gguf", "--bogus"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+}
+
+/// GET /health over a raw loopback socket (no client process to spawn, so the first poll
+/// lands within a millisecond of the server listening): (status, body).
+fn raw_health(base: &str) -> (u16, String) {
+    let addr = base.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        conn,
+        "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+/// The server listens before it loads (as llama-server): /health is 503 "Loading model"
+/// while the weights are read and repacked for the SIMD kernels (the real slow part of a
+/// start: ~100 MB through the packer), then 200 for good. The first poll comes right after
+/// the "listening" line; the 503 is also checked to come before the "model loaded" line.
+#[test]
+fn health_is_503_while_the_model_loads_then_200() {
+    let s = Server::spawn(&common::smollm2(), &["-c", "1024", "-np", "1"]);
+    let mut changes: Vec<(u16, String)> = Vec::new();
+    let mut loaded_logged_at_first_503 = None;
+    let t0 = Instant::now();
+    loop {
+        let (status, body) = raw_health(&s.base);
+        if status == 503 && loaded_logged_at_first_503.is_none() {
+            let log = s.log();
+            loaded_logged_at_first_503 = Some(log.iter().any(|l| l.contains("model loaded")));
+        }
+        if changes.last().map(|(c, _)| *c) != Some(status) {
+            changes.push((status, body));
+        }
+        if status == 200 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "never healthy: {changes:?}"
+        );
+    }
+    let statuses: Vec<u16> = changes.iter().map(|(c, _)| *c).collect();
+    assert_eq!(statuses, [503, 200], "{changes:?}");
+    let loading: Value = serde_json::from_str(&changes[0].1).unwrap();
+    assert_eq!(loading["error"]["code"], 503, "{loading}");
+    assert_eq!(loading["error"]["message"], "Loading model", "{loading}");
+    assert_eq!(loading["error"]["type"], "unavailable_error", "{loading}");
+    assert_eq!(
+        loaded_logged_at_first_503,
+        Some(false),
+        "503 after the model loaded"
+    );
+    // Once loaded, health stays 200.
+    let ok: Value = serde_json::from_str(&changes[1].1).unwrap();
+    assert_eq!(ok["status"], "ok");
+    for _ in 0..20 {
+        assert_eq!(raw_health(&s.base).0, 200);
+    }
+    assert!(s.log().iter().any(|l| l.contains("model loaded")));
 }

@@ -16,6 +16,7 @@ mod error;
 mod job;
 mod metrics;
 mod output;
+mod probs;
 mod routes;
 mod shapes;
 mod slot;
@@ -83,8 +84,17 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let a = &app.args;
     let t0 = Instant::now();
     let model = Arc::new(Model::load_with(&a.model, LoadOptions::default())?);
-    let template =
-        ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, a.chat_template.as_deref())?;
+    let from_file = match &a.chat_template_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path).map_err(|source| crate::Error::File {
+                path: path.clone(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
+    let override_ = from_file.as_deref().or(a.chat_template.as_deref());
+    let template = ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, override_)?;
     let n_ctx_slot = a.ctx_size / a.parallel;
     let mut o = SessionOptions {
         n_ctx: n_ctx_slot,

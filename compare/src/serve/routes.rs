@@ -25,9 +25,12 @@ const CHAT_PAGE: &str = include_str!("chat.html");
 
 pub fn router(app: Arc<App>) -> Router {
     let limit = app.args.max_body;
-    Router::new()
-        .route("/", get(|| async { Html(CHAT_PAGE) }))
-        .route("/health", get(health))
+    let page = if app.args.no_webui {
+        Router::new()
+    } else {
+        Router::new().route("/", get(|| async { Html(CHAT_PAGE) }))
+    };
+    page.route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/models", get(models))
         .route("/v1/models", get(models))
@@ -42,6 +45,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
+        .route("/chat/completions/input_tokens", post(chat_input_tokens))
+        .route("/v1/chat/completions/input_tokens", post(chat_input_tokens))
         .fallback(|| async { ApiError::NotFound("File Not Found".into()) })
         .layer(middleware::from_fn_with_state(app.clone(), gate))
         .layer(DefaultBodyLimit::max(limit))
@@ -148,7 +153,18 @@ async fn metrics(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
         ));
     }
     let text = app.shared.metrics.lock().unwrap().prometheus();
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+    let started = app.started_unix.to_string();
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4".to_string(),
+        ),
+        (
+            header::HeaderName::from_static("process-start-time-unix"),
+            started,
+        ),
+    ];
+    Ok((headers, text).into_response())
 }
 
 #[derive(Deserialize)]
@@ -204,6 +220,21 @@ async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Result<Json<Val
     }
     let bytes = tok.detokenize(&req.tokens, false, true);
     Ok(Json(json!({"content": String::from_utf8_lossy(&bytes)})))
+}
+
+/// How many tokens a chat request's prompt is (llama-server's token counting endpoint).
+async fn chat_input_tokens(
+    State(app): State<Arc<App>>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req: ChatRequest = parse_body(&body)?;
+    let prompt = render_chat(&app, &req)?;
+    let n = loaded(&app)?
+        .model
+        .tokenizer
+        .encode(&prompt, true, true)
+        .len();
+    Ok(Json(json!({"input_tokens": n})))
 }
 
 async fn apply_template(State(app): State<Arc<App>>, body: Bytes) -> Result<Json<Value>, ApiError> {

@@ -35,6 +35,8 @@ pub struct App {
     pub loaded: OnceLock<Loaded>,
     /// The name reported for the model (`--alias`, else the file name).
     pub model_name: String,
+    /// When the server started, in Unix seconds (llama-server's `Process-Start-Time-Unix`).
+    pub started_unix: u64,
     next_id: AtomicU64,
 }
 
@@ -50,6 +52,7 @@ impl App {
             shared: Arc::default(),
             loaded: OnceLock::new(),
             model_name,
+            started_unix: super::shapes::now_secs(),
             next_id: AtomicU64::new(0),
         }
     }
