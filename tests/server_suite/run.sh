@@ -6,7 +6,8 @@
 #
 #   tests/server_suite/run.sh [OUT.md] [-- PYTEST ARGS]   (default: results/server-suite/DATE.md)
 #   SUITE_SERVERS="llama pocket"   which servers, in order
-#   SUITE_TIMEOUT=120               seconds per test (pytest-timeout) before it counts as failed
+#   SUITE_TIMEOUT=60                seconds per test (pytest-timeout) before it counts as failed
+#   SUITE_FILES="unit/test_x.py ..." the test files to run (default: SCOPE below)
 #   SUITE_PORT=18470                port of the servers (away from 8080, which people use)
 #   SUITE_LOGS=/tmp/pocket-server-suite   where each server's pytest log is kept
 #
@@ -21,6 +22,15 @@ out="$root/results/server-suite/$(date -u +%Y-%m-%d).md"
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then out="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 logs="${SUITE_LOGS:-${TMPDIR:-/tmp}/pocket-server-suite}"
+# The files of a CPU text-generation drop-in. The others test features pocket does not
+# have and says so (embeddings, reranking, multimodal, LoRA, speculative decoding, the
+# multi-model router and its MCP / tools / proxy / cors-origins endpoints, infill, slot
+# save/restore, idle sleep, tool-call parsing, the Anthropic / GCP / SystemOne APIs):
+# SUITE_FILES="unit" runs them all.
+SCOPE="unit/test_basic.py unit/test_completion.py unit/test_chat_completion.py
+  unit/test_ctx_shift.py unit/test_ignore_eos.py unit/test_metrics.py unit/test_security.py
+  unit/test_stream.py unit/test_template.py unit/test_tokenize.py
+  unit/test_compat_oai_responses.py unit/test_kv_keep_only_active.py"
 say() { echo "[server-suite] $*" >&2; }
 
 [ -f "$suite/conftest.py" ] || { say "no suite at $suite (run compare/setup.sh)"; exit 1; }
@@ -46,7 +56,7 @@ for server in ${SUITE_SERVERS:-llama pocket}; do
   (cd "$work/tests" && SUITE_SERVER="$server" LLAMA_SERVER_BIN_PATH="$here/server.sh" \
     PORT="${SUITE_PORT:-18470}" PYTHONPATH="$here" \
     "$PY" -m pytest -p suite_plugin -p no:cacheprovider -q -m "not slow" \
-      --timeout "${SUITE_TIMEOUT:-120}" --junitxml "$work/$server.xml" "$@" \
+      --timeout "${SUITE_TIMEOUT:-60}" --junitxml "$work/$server.xml" ${SUITE_FILES:-$SCOPE} "$@" \
       >"$work/$server.log" 2>&1) || true
   say "$server: $(tail -n 1 "$work/$server.log") in $(( $(date +%s) - start )) s"
   mkdir -p "$logs"; cp "$work/$server.log" "$logs/$server.log"

@@ -54,9 +54,13 @@ pub struct ServeArgs {
     /// API key clients must send (`Authorization: Bearer KEY`); /health stays open.
     #[arg(long)]
     pub api_key: Option<String>,
-    /// Model name reported by /v1/models and in responses (-a).
+    /// Model name reported by /v1/models and in responses (-a); a comma-separated list
+    /// gives several names, the first in sorted order being the id.
     #[arg(short = 'a', long)]
     pub alias: Option<String>,
+    /// Comma-separated tags listed with the model in /models.
+    #[arg(long)]
+    pub tags: Option<String>,
     /// Enable the Prometheus /metrics endpoint.
     #[arg(long)]
     pub metrics: bool,

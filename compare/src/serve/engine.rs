@@ -257,7 +257,7 @@ impl<'m> Engine<'m> {
     }
 
     /// What `/slots` and `/metrics` show.
-    fn publish(&self) {
+    pub fn publish(&self) {
         let views: Vec<SlotView> = (0..self.slots.len())
             .map(|i| {
                 let a = self.slots[i].as_ref();

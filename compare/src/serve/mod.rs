@@ -14,6 +14,7 @@ mod complete;
 mod engine;
 mod error;
 mod job;
+mod listen;
 mod metrics;
 mod output;
 mod probs;
@@ -49,15 +50,14 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
         .thread_name("pocket-http")
         .enable_all()
         .build()?;
-    let listener = rt.block_on(tokio::net::TcpListener::bind((
-        args.host.as_str(),
-        args.port,
-    )))?;
-    let addr = listener.local_addr()?;
-    eprintln!(
-        "pocket serve: listening on http://{addr} (loading {})",
-        args.model.display()
-    );
+    let listeners = rt.block_on(listen::bind_all(&args.host, args.port))?;
+    for l in &listeners {
+        eprintln!(
+            "pocket serve: listening on http://{} (loading {})",
+            l.local_addr()?,
+            args.model.display()
+        );
+    }
 
     let engine_app = app.clone();
     std::thread::Builder::new()
@@ -69,13 +69,7 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
             }
         })?;
 
-    rt.block_on(async move {
-        axum::serve(listener, routes::router(app))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-    })?;
+    rt.block_on(listen::serve(listeners, routes::router(app)));
     Ok(())
 }
 
@@ -110,6 +104,9 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let session = Session::try_new(&model, o)?;
     let (tx, rx) = mpsc::channel();
     let threads = session.threads();
+    let engine = engine::Engine::new(session, a.batch_size, app.shared.clone());
+    // /slots lists every slot from the moment the server is ready.
+    engine.publish();
     let loaded = Loaded {
         model: model.clone(),
         template,
@@ -127,6 +124,6 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
         threads,
         model.isa.name()
     );
-    engine::Engine::new(session, a.batch_size, app.shared.clone()).run(rx);
+    engine.run(rx);
     Ok(())
 }

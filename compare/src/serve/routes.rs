@@ -13,7 +13,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tower_http::cors::CorsLayer;
 
 use super::api::{parse_body, ChatRequest, GenFields};
 use super::complete::{chat_completions, completion, render_chat, v1_completions};
@@ -50,7 +49,6 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback(|| async { ApiError::NotFound("File Not Found".into()) })
         .layer(middleware::from_fn_with_state(app.clone(), gate))
         .layer(DefaultBodyLimit::max(limit))
-        .layer(CorsLayer::permissive())
         .with_state(app)
 }
 
@@ -61,14 +59,44 @@ pub fn loaded(app: &App) -> Result<&Loaded, ApiError> {
         .ok_or_else(|| ApiError::Unavailable("Loading model".into()))
 }
 
-/// API key (all but health and the page), then the loading state; a body over the limit
-/// is answered here in the API's error shape.
+/// llama-server's CORS defaults (any origin, with credentials: the request's `Origin` is
+/// echoed); a preflight `OPTIONS` is answered here, before the API key, as browsers send
+/// none with it.
+fn cors(headers: &HeaderMap, preflight: bool, resp: &mut Response) {
+    let h = resp.headers_mut();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    }
+    if preflight {
+        let value = header::HeaderValue::from_static;
+        h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, value("true"));
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            value("GET, POST, DELETE, OPTIONS"),
+        );
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, value("*"));
+    }
+}
+
+/// CORS, then the API key (all but health and the page), then the loading state; a body
+/// over the limit is answered here in the API's error shape.
 async fn gate(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     req: Request,
     next: Next,
 ) -> Response {
+    let preflight = req.method() == axum::http::Method::OPTIONS;
+    let mut resp = if preflight {
+        StatusCode::OK.into_response()
+    } else {
+        checked(&app, &headers, req, next).await
+    };
+    cors(&headers, preflight, &mut resp);
+    resp
+}
+
+async fn checked(app: &App, headers: &HeaderMap, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let public = matches!(path, "/health" | "/v1/health" | "/");
     if let (Some(key), false) = (&app.args.api_key, public) {
@@ -107,6 +135,8 @@ async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
         "object": "model",
         "created": now_secs(),
         "owned_by": "pocket",
+        "aliases": super::state::aliases(&app.args),
+        "tags": super::state::list(app.args.tags.as_deref()),
         "meta": {"n_vocab": c.n_vocab, "n_ctx_train": c.n_ctx_train, "n_embd": c.n_embd},
     });
     Ok(Json(json!({
