@@ -7,7 +7,8 @@
 #   tests/server_suite/run.sh [OUT.md] [-- PYTEST ARGS]   (default: results/server-suite/DATE.md)
 #   SUITE_SERVERS="llama pocket"   which servers, in order
 #   SUITE_TIMEOUT=60                seconds per test (pytest-timeout) before it counts as failed
-#   SUITE_FILES="unit/test_x.py ..." the test files to run (default: SCOPE below)
+#   SUITE_FILES="unit/test_x.py ..." the test files or ids to run (default: SCOPE below);
+#                                   "subset": the ids of subset.txt (the CI test's)
 #   SUITE_PORT=18470                port of the servers (away from 8080, which people use)
 #   SUITE_LOGS=/tmp/pocket-server-suite   where each server's pytest log is kept
 #
@@ -24,12 +25,13 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then out="$1"; shift; fi
 logs="${SUITE_LOGS:-${TMPDIR:-/tmp}/pocket-server-suite}"
 # The files of a CPU text-generation drop-in. The others test features pocket does not
 # have and says so (embeddings, reranking, multimodal, LoRA, speculative decoding, the
-# multi-model router and its MCP / tools / proxy / cors-origins endpoints, infill, slot
-# save/restore, idle sleep, tool-call parsing, the Anthropic / GCP / SystemOne APIs):
+# multi-model router and its MCP / tools / proxy / stream-resume / cors-origins endpoints,
+# infill, slot save/restore, idle sleep, tool-call parsing, the Anthropic / GCP /
+# SystemOne APIs):
 # SUITE_FILES="unit" runs them all.
 SCOPE="unit/test_basic.py unit/test_completion.py unit/test_chat_completion.py
   unit/test_ctx_shift.py unit/test_ignore_eos.py unit/test_metrics.py unit/test_security.py
-  unit/test_stream.py unit/test_template.py unit/test_tokenize.py
+  unit/test_template.py unit/test_tokenize.py
   unit/test_compat_oai_responses.py unit/test_kv_keep_only_active.py"
 say() { echo "[server-suite] $*" >&2; }
 
@@ -49,6 +51,8 @@ trap 'rm -rf "$work"' EXIT
 cp -r "$suite" "$work/tests"
 mkdir -p "$(dirname "$out")"
 
+files="${SUITE_FILES:-$SCOPE}"
+[ "$files" = subset ] && files="$(grep -v '^#' "$here/subset.txt")"
 xmls=()
 for server in ${SUITE_SERVERS:-llama pocket}; do
   say "running the suite against $server (log: $work/$server.log)"
@@ -56,10 +60,11 @@ for server in ${SUITE_SERVERS:-llama pocket}; do
   (cd "$work/tests" && SUITE_SERVER="$server" LLAMA_SERVER_BIN_PATH="$here/server.sh" \
     PORT="${SUITE_PORT:-18470}" PYTHONPATH="$here" \
     "$PY" -m pytest -p suite_plugin -p no:cacheprovider -q -m "not slow" \
-      --timeout "${SUITE_TIMEOUT:-60}" --junitxml "$work/$server.xml" ${SUITE_FILES:-$SCOPE} "$@" \
+      --timeout "${SUITE_TIMEOUT:-60}" --junitxml "$work/$server.xml" $files "$@" \
       >"$work/$server.log" 2>&1) || true
   say "$server: $(tail -n 1 "$work/$server.log") in $(( $(date +%s) - start )) s"
   mkdir -p "$logs"; cp "$work/$server.log" "$logs/$server.log"
+  [ -f "$work/$server.xml" ] && cp "$work/$server.xml" "$logs/$server.xml"
   xmls+=("$server=$work/$server.xml")
 done
 "$PY" "$here/summarize.py" "$out" "${xmls[@]}"

@@ -180,6 +180,10 @@ pub struct GenFields {
     pub top_logprobs: Option<usize>,
     #[serde(default)]
     pub post_sampling_probs: bool,
+    /// Constrained sampling (not implemented: refused when set).
+    pub grammar: Option<serde_json::Value>,
+    pub json_schema: Option<serde_json::Value>,
+    pub response_format: Option<serde_json::Value>,
     /// The native API's final object lists the generated tokens only when asked.
     #[serde(default)]
     pub return_tokens: bool,
@@ -189,7 +193,9 @@ pub struct GenFields {
 }
 
 /// A request's `logit_bias` as (token, bias) pairs; `false` is llama-server's "never".
-fn logit_bias(v: &serde_json::Value) -> Result<Vec<(u32, f32)>, ApiError> {
+/// A token given as text (not a number) stands for every token of its tokenization, as
+/// in llama-server.
+fn logit_bias(tok: &Tokenizer, v: &serde_json::Value) -> Result<Vec<(u32, f32)>, ApiError> {
     use serde_json::Value;
     let bias_of = |b: &Value| match b {
         Value::Bool(false) => Ok(f32::NEG_INFINITY),
@@ -198,36 +204,50 @@ fn logit_bias(v: &serde_json::Value) -> Result<Vec<(u32, f32)>, ApiError> {
             "logit_bias: a bias must be a number or false, not {other}"
         ))),
     };
-    let token_of = |t: &Value| match t {
-        Value::Number(n) => n
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| bad(format!("logit_bias: {n} is not a token id"))),
-        Value::String(s) => s
-            .parse()
-            .map_err(|_| bad("logit_bias: tokens are given by id (pocket does not bias by text)")),
-        other => Err(bad(format!("logit_bias: {other} is not a token id"))),
+    let tokens_of = |t: &Value| -> Result<Vec<u32>, ApiError> {
+        match t {
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(|id| vec![id])
+                .ok_or_else(|| bad(format!("logit_bias: {n} is not a token id"))),
+            Value::String(s) => Ok(match s.parse::<u32>() {
+                Ok(id) => vec![id],
+                Err(_) => tok.encode(s, false, false),
+            }),
+            other => Err(bad(format!("logit_bias: {other} is not a token"))),
+        }
+    };
+    let mut out = Vec::new();
+    let mut add = |t: &Value, b: &Value| -> Result<(), ApiError> {
+        let bias = bias_of(b)?;
+        out.extend(tokens_of(t)?.into_iter().map(|id| (id, bias)));
+        Ok(())
     };
     match v {
-        Value::Null => Ok(Vec::new()),
-        Value::Object(m) => m
-            .iter()
-            .map(|(k, b)| Ok((token_of(&Value::String(k.clone()))?, bias_of(b)?)))
-            .collect(),
-        Value::Array(items) => items
-            .iter()
-            .map(|item| match item.as_array().map(Vec::as_slice) {
-                Some([t, b]) => Ok((token_of(t)?, bias_of(b)?)),
-                _ => Err(bad("logit_bias: each entry must be [token, bias]")),
-            })
-            .collect(),
-        _ => Err(bad("logit_bias must be an object or an array")),
+        Value::Null => {}
+        Value::Object(m) => {
+            for (k, b) in m {
+                add(&Value::String(k.clone()), b)?;
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                match item.as_array().map(Vec::as_slice) {
+                    Some([t, b]) => add(t, b)?,
+                    _ => return Err(bad("logit_bias: each entry must be [token, bias]")),
+                }
+            }
+        }
+        _ => return Err(bad("logit_bias must be an object or an array")),
     }
+    Ok(out)
 }
 
 impl GenFields {
     /// The request's settings over the server's defaults.
-    pub fn settings(&self, args: &ServeArgs) -> Result<GenSettings, ApiError> {
+    pub fn settings(&self, args: &ServeArgs, tok: &Tokenizer) -> Result<GenSettings, ApiError> {
+        self.refuse_constraints()?;
         if self.n.is_some_and(|n| !(1..=MAX_CHOICES).contains(&n)) {
             return Err(bad(format!("n must be between 1 and {MAX_CHOICES}")));
         }
@@ -284,13 +304,39 @@ impl GenFields {
             },
             sampling,
             ignore_eos: self.ignore_eos,
-            logit_bias: self
-                .logit_bias
-                .as_ref()
-                .map_or(Ok(Vec::new()), logit_bias)?,
+            logit_bias: match &self.logit_bias {
+                Some(v) => logit_bias(tok, v)?,
+                None => Vec::new(),
+            },
             cache_prompt: self.cache_prompt.unwrap_or(true),
             id_slot,
         })
+    }
+
+    /// Grammars, JSON schemas and JSON response formats constrain sampling, which pocket
+    /// does not implement: refused, never ignored.
+    fn refuse_constraints(&self) -> Result<(), ApiError> {
+        let set = |v: &Option<serde_json::Value>| {
+            v.as_ref()
+                .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
+        };
+        let format_kind = self
+            .response_format
+            .as_ref()
+            .and_then(|f| f.get("type"))
+            .and_then(|t| t.as_str());
+        let field = if set(&self.grammar) {
+            "grammar"
+        } else if set(&self.json_schema) {
+            "json_schema"
+        } else if self.response_format.is_some() && !matches!(format_kind, Some("text")) {
+            "response_format"
+        } else {
+            return Ok(());
+        };
+        Err(bad(format!(
+            "{field}: constrained sampling (grammars, JSON schemas) is not implemented in pocket"
+        )))
     }
 
     pub fn include_usage(&self) -> bool {

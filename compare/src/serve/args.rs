@@ -91,6 +91,10 @@ pub struct ServeArgs {
     /// Serve the chat page at `/` (the default).
     #[arg(long = "webui", visible_alias = "ui")]
     pub webui: bool,
+    /// Debug output: OpenAI-API answers also carry llama-server's `__verbose` object (the
+    /// native result, with the prompt as the model saw it).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 8 << 20)]
     pub max_body: usize,
@@ -171,8 +175,6 @@ const NO_OPS: &[(&str, bool)] = &[
     // pocket's KV cache always holds every position of sliding-window layers (the
     // window is a mask), which is what --swa-full asks llama.cpp for.
     ("--swa-full", false),
-    ("-v", false),
-    ("--verbose", false),
     ("--log-disable", false),
     // pocket never downloads a model: staying offline is what it always does.
     ("--offline", false),

@@ -131,6 +131,7 @@ async fn generate(
             n_ctx: l.n_ctx_slot,
             prompt_text: p.text.clone(),
             return_tokens: gen.return_tokens,
+            verbose: app.args.verbose,
         })
         .collect();
     // One job per prompt and choice; if one cannot be queued, dropping the others'
@@ -166,8 +167,8 @@ async fn generate(
 /// The request's settings; `ignore_eos` shows (and works) as a -inf bias on every
 /// end-of-generation token, as in llama-server.
 fn settings_for(app: &App, gen: &GenFields) -> Result<GenSettings, ApiError> {
-    let mut settings = gen.settings(&app.args)?;
     let tok = &loaded(app)?.model.tokenizer;
+    let mut settings = gen.settings(&app.args, tok)?;
     let outside = settings
         .logit_bias
         .iter()

@@ -149,7 +149,7 @@ async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
 async fn props(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let l = loaded(&app)?;
     let defaults = GenFields::default()
-        .settings(&app.args)?
+        .settings(&app.args, &l.model.tokenizer)?
         .to_json(l.n_ctx_slot);
     Ok(Json(json!({
         "default_generation_settings": {"n_ctx": l.n_ctx_slot, "params": defaults, "id": 0, "is_processing": false},

@@ -29,6 +29,8 @@ pub struct Shape {
     pub prompt_text: String,
     /// The native final object's `tokens` (else `[]`, as llama-server).
     pub return_tokens: bool,
+    /// `--verbose`: whole OpenAI answers carry the native result as `__verbose`.
+    pub verbose: bool,
 }
 
 pub fn now_secs() -> u64 {
@@ -105,6 +107,9 @@ impl Shape {
             ),
         };
         self.add_probs(&mut v, &d.probs);
+        if self.verbose {
+            v["__verbose"] = self.native_final(d, &d.content);
+        }
         v["usage"] = usage(d);
         v["timings"] = d.timings.to_json();
         v
