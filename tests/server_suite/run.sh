@@ -9,6 +9,7 @@
 #   SUITE_TIMEOUT=60                seconds per test (pytest-timeout) before it counts as failed
 #   SUITE_FILES="unit/test_x.py ..." the test files or ids to run (default: SCOPE below);
 #                                   "subset": the ids of subset.txt (the CI test's)
+#   SUITE_SESSION_TIMEOUT=S         stop each server's run after S seconds (what ran is summarized)
 #   SUITE_PORT=18470                port of the servers (away from 8080, which people use)
 #   SUITE_LOGS=/tmp/pocket-server-suite   where each server's pytest log is kept
 #
@@ -60,7 +61,7 @@ for server in ${SUITE_SERVERS:-llama pocket}; do
   (cd "$work/tests" && SUITE_SERVER="$server" LLAMA_SERVER_BIN_PATH="$here/server.sh" \
     PORT="${SUITE_PORT:-18470}" PYTHONPATH="$here" \
     "$PY" -m pytest -p suite_plugin -p no:cacheprovider -q -m "not slow" \
-      --timeout "${SUITE_TIMEOUT:-60}" --junitxml "$work/$server.xml" $files "$@" \
+      --timeout "${SUITE_TIMEOUT:-60}" ${SUITE_SESSION_TIMEOUT:+--session-timeout "$SUITE_SESSION_TIMEOUT"} --junitxml "$work/$server.xml" $files "$@" \
       >"$work/$server.log" 2>&1) || true
   say "$server: $(tail -n 1 "$work/$server.log") in $(( $(date +%s) - start )) s"
   mkdir -p "$logs"; cp "$work/$server.log" "$logs/$server.log"
