@@ -26,8 +26,9 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 #[serde(untagged)]
 pub enum Prompt {
     Text(String),
-    Object(PromptObject),
+    // Before Object: serde would also read a two-element array as a PromptObject.
     List(Vec<PromptItem>),
+    Object(PromptObject),
 }
 
 /// llama-server's JSON prompt: text, and media for multimodal models.
