@@ -32,7 +32,9 @@ fn junit_outcomes(xml: &str) -> Vec<(String, bool)> {
     };
     let mut out = Vec::new();
     for case in xml.split("<testcase ").skip(1) {
-        let open = case.split_once('>').map_or(case, |(o, _)| o);
+        // With a leading space, every attribute is found as ` name="`.
+        let open = format!(" {}", case.split_once('>').map_or(case, |(o, _)| o));
+        let open = open.as_str();
         let id = format!(
             "{}::{}",
             attr(open, "classname").replace('.', "/") + ".py",
