@@ -8,7 +8,7 @@ mod common;
 #[path = "serve/common.rs"]
 mod serve_common;
 
-use std::io::BufRead;
+use std::io::{BufRead, Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -431,7 +431,159 @@ fn tokenize_detokenize_apply_template_and_flags() {
     let out = run(&["-m", "x.gguf", "--lora", "a.gguf"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--lora"));
+    let out = run(&["-m", "x.gguf", "--kv-unified"]);
+    assert!(
+        !out.status.success(),
+        "a shared KV pool is a feature pocket lacks"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kv-unified"));
     let out = run(&["-m", "x.gguf", "--bogus"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+}
+
+/// GET /health over a raw loopback socket (no client process to spawn, so the first poll
+/// lands within a millisecond of the server listening): (status, body).
+fn raw_health(base: &str) -> (u16, String) {
+    let addr = base.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        conn,
+        "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+/// The server listens before it loads (as llama-server): /health is 503 "Loading model"
+/// while the weights are read and repacked for the SIMD kernels (the real slow part of a
+/// start: ~100 MB through the packer), then 200 for good. The first poll comes right after
+/// the "listening" line; the 503 is also checked to come before the "model loaded" line.
+#[test]
+fn health_is_503_while_the_model_loads_then_200() {
+    let s = Server::spawn(&common::smollm2(), &["-c", "1024", "-np", "1"]);
+    let mut changes: Vec<(u16, String)> = Vec::new();
+    let mut loaded_logged_at_first_503 = None;
+    let t0 = Instant::now();
+    loop {
+        let (status, body) = raw_health(&s.base);
+        if status == 503 && loaded_logged_at_first_503.is_none() {
+            let log = s.log();
+            loaded_logged_at_first_503 = Some(log.iter().any(|l| l.contains("model loaded")));
+        }
+        if changes.last().map(|(c, _)| *c) != Some(status) {
+            changes.push((status, body));
+        }
+        if status == 200 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "never healthy: {changes:?}"
+        );
+    }
+    let statuses: Vec<u16> = changes.iter().map(|(c, _)| *c).collect();
+    assert_eq!(statuses, [503, 200], "{changes:?}");
+    let loading: Value = serde_json::from_str(&changes[0].1).unwrap();
+    assert_eq!(loading["error"]["code"], 503, "{loading}");
+    assert_eq!(loading["error"]["message"], "Loading model", "{loading}");
+    assert_eq!(loading["error"]["type"], "unavailable_error", "{loading}");
+    assert_eq!(
+        loaded_logged_at_first_503,
+        Some(false),
+        "503 after the model loaded"
+    );
+    // Once loaded, health stays 200.
+    let ok: Value = serde_json::from_str(&changes[1].1).unwrap();
+    assert_eq!(ok["status"], "ok");
+    for _ in 0..20 {
+        assert_eq!(raw_health(&s.base).0, 200);
+    }
+    assert!(s.log().iter().any(|l| l.contains("model loaded")));
+}
+
+/// The llama-server request fields the suite showed missing, checked against what they
+/// mean rather than against pocket's own output: greedy tokens are the most likely ones
+/// (top_logprobs[0], log-probabilities <= 0 and in descending order), a -inf bias on the
+/// greedy token changes it, `n` gives that many choices, a list of prompts that many
+/// results, every streamed chunk names the slot that the final object names, and
+/// constrained sampling is refused rather than ignored.
+#[test]
+fn probabilities_biases_choices_prompt_lists_and_refused_fields() {
+    let s = Server::start(&common::smollm2(), &["-c", "1024", "-np", "2"]);
+    let req = json!({"prompt": "The capital of France is", "n_predict": 4, "temperature": 0, "n_probs": 5});
+    let v = s.post("/completion", &req);
+    let probs = v["completion_probabilities"].as_array().unwrap();
+    assert_eq!(probs.len(), 4, "{v}");
+    for p in probs {
+        let top = p["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 5);
+        assert_eq!(
+            p["id"], top[0]["id"],
+            "greedy picks the most likely token: {p}"
+        );
+        let lp: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+        assert!(
+            lp.windows(2).all(|w| w[0] >= w[1]) && lp[0] <= 0.0,
+            "{lp:?}"
+        );
+        assert!(lp.iter().map(|l| l.exp()).sum::<f64>() <= 1.0 + 1e-4);
+    }
+    let text: String = probs.iter().map(|p| p["token"].as_str().unwrap()).collect();
+    assert_eq!(text, content(&v));
+    let first = probs[0]["id"].as_u64().unwrap();
+    let biased = s.post(
+        "/completion",
+        &json!({"prompt": "The capital of France is", "n_predict": 1, "temperature": 0,
+                "logit_bias": [[first, false]], "return_tokens": true}),
+    );
+    assert_ne!(biased["tokens"][0].as_u64(), Some(first), "{biased}");
+
+    let chat = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "n": 2});
+    let v = s.post("/v1/chat/completions", &chat);
+    assert_eq!(v["choices"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["choices"][1]["index"], 1);
+    let v = s.post(
+        "/completion",
+        &json!({"prompt": ["Hi", "Hello there"], "n_predict": 2, "temperature": 0}),
+    );
+    assert_eq!(v.as_array().map(Vec::len), Some(2), "{v}");
+    assert_eq!(v[1]["prompt"], "Hello there");
+
+    let data = s.stream(
+        "/completion",
+        &json!({"prompt": "Once upon a time", "n_predict": 6, "stream": true}),
+    );
+    let ch = chunks(&data);
+    let (last, pieces) = ch.split_last().unwrap();
+    assert!(!pieces.is_empty());
+    assert!(
+        pieces.iter().all(|c| c["id_slot"] == last["id_slot"]),
+        "{ch:?}"
+    );
+
+    for field in [
+        json!({"grammar": "root ::= \"a\""}),
+        json!({"json_schema": {"type": "object"}}),
+        json!({"response_format": {"type": "json_object"}}),
+    ] {
+        let mut body = json!({"prompt": "Hi", "n_predict": 2});
+        body.as_object_mut()
+            .unwrap()
+            .extend(field.as_object().unwrap().clone());
+        let (st, e) = error_of(s.post_raw("/completion", &body.to_string(), &[]));
+        assert_eq!(st, 400, "{body}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("not implemented"),
+            "{e}"
+        );
+    }
 }

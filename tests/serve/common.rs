@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -12,6 +13,7 @@ use serde_json::Value;
 pub struct Server {
     child: Child,
     pub base: String,
+    log: Arc<Mutex<Vec<String>>>,
     /// One server at a time: the tests' timing bounds assume the cores are theirs.
     _serial: std::sync::MutexGuard<'static, ()>,
 }
@@ -21,6 +23,21 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 impl Server {
     /// Starts `pocket serve -m MODEL --port 0 ARGS` and waits for /health to say ok.
     pub fn start(model: &Path, args: &[&str]) -> Server {
+        let s = Server::spawn(model, args);
+        let t0 = Instant::now();
+        while s.get("/health").0 != 200 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the model did not load"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s
+    }
+
+    /// Starts `pocket serve -m MODEL --port 0 ARGS` and returns once it listens (the model
+    /// may still be loading).
+    pub fn spawn(model: &Path, args: &[&str]) -> Server {
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
             .arg("serve")
@@ -44,22 +61,30 @@ impl Server {
                 break rest.split(' ').next().unwrap().to_string();
             }
         };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in err.lines() {});
-        let s = Server {
+        // Keep draining stderr (so the server never blocks on a full pipe) into the log.
+        let log = Arc::new(Mutex::new(vec![line.trim_end().to_string()]));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for l in err.lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(l);
+            }
+        });
+        Server {
             child,
             base,
+            log,
             _serial: serial,
-        };
-        let t0 = Instant::now();
-        while s.get("/health").0 != 200 {
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "the model did not load"
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
-        s
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The lines the server wrote to stderr so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 
     pub fn url(&self, path: &str) -> String {

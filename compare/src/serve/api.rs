@@ -20,32 +20,114 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_value(value).map_err(|e| bad(format!("invalid request: {e}")))
 }
 
-/// A prompt: text, token ids, or a one-element list of either.
+/// A prompt as llama-server takes it: text, token ids, an object with `prompt_string`, a
+/// sequence mixing token ids and text (one prompt), or a list of prompts (one result each).
 #[derive(Deserialize, Debug)]
 #[serde(untagged)]
 pub enum Prompt {
     Text(String),
+    // Before Object: serde would also read a two-element array as a PromptObject.
+    List(Vec<PromptItem>),
+    Object(PromptObject),
+}
+
+/// llama-server's JSON prompt: text, and media for multimodal models.
+#[derive(Deserialize, Debug)]
+pub struct PromptObject {
+    pub prompt_string: String,
+    pub multimodal_data: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+pub enum PromptItem {
+    Token(u32),
+    Text(String),
     Tokens(Vec<u32>),
-    List(Vec<Prompt>),
+    Object(PromptObject),
+}
+
+/// One prompt's tokens, and its text (what the native API echoes as `prompt`).
+pub struct PromptTokens {
+    pub tokens: Vec<u32>,
+    pub text: String,
 }
 
 impl Prompt {
-    /// Its tokens (text is tokenized with BOS and special tokens parsed, as llama-server).
-    pub fn tokens(&self, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
+    /// The prompts of the request (text is tokenized with BOS and special tokens parsed,
+    /// as llama-server does).
+    pub fn prompts(&self, tok: &Tokenizer) -> Result<Vec<PromptTokens>, ApiError> {
+        let text = |s: &str| PromptTokens {
+            tokens: tok.encode(s, true, true),
+            text: s.to_string(),
+        };
+        let ids = |t: &[u32]| -> Result<PromptTokens, ApiError> {
+            check_ids(tok, t)?;
+            let text = String::from_utf8_lossy(&tok.detokenize(t, false, true)).into_owned();
+            Ok(PromptTokens {
+                tokens: t.to_vec(),
+                text,
+            })
+        };
+        let object = |o: &PromptObject| match o.multimodal_data {
+            Some(_) => Err(bad(
+                "multimodal_data: this model has no multimodal projector (pocket serves text only)",
+            )),
+            None => Ok(text(&o.prompt_string)),
+        };
+        let mixed = self.is_one_mixed_sequence();
         match self {
-            Prompt::Text(s) => Ok(tok.encode(s, true, true)),
-            Prompt::Tokens(t) => {
-                if let Some(&bad_id) = t.iter().find(|&&id| id as usize >= tok.n_vocab()) {
-                    return Err(bad(format!(
-                        "token id {bad_id} is outside the vocabulary of {}",
-                        tok.n_vocab()
-                    )));
+            Prompt::Text(s) => Ok(vec![text(s)]),
+            Prompt::Object(o) => Ok(vec![object(o)?]),
+            Prompt::List(items) if items.is_empty() => Err(bad("the prompt list is empty")),
+            Prompt::List(items) if mixed => {
+                // One prompt: token ids as they are, text pieces tokenized (only the
+                // first piece gets BOS, as llama-server's tokenize_mixed).
+                let mut tokens = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        PromptItem::Token(t) => tokens.push(*t),
+                        PromptItem::Text(s) => tokens.extend(tok.encode(s, i == 0, true)),
+                        _ => unreachable!("is_one_mixed_sequence"),
+                    }
                 }
-                Ok(t.clone())
+                Ok(vec![ids(&tokens)?])
             }
-            Prompt::List(l) if l.len() == 1 && !matches!(l[0], Prompt::List(_)) => l[0].tokens(tok),
-            Prompt::List(_) => Err(bad("only one prompt per request is supported")),
+            Prompt::List(items) => items
+                .iter()
+                .map(|item| match item {
+                    PromptItem::Text(s) => Ok(text(s)),
+                    PromptItem::Tokens(t) => ids(t),
+                    PromptItem::Object(o) => object(o),
+                    PromptItem::Token(_) => unreachable!("is_one_mixed_sequence"),
+                })
+                .collect(),
         }
+    }
+
+    /// A list holding token ids (and maybe text) is one prompt; a list of texts, id lists
+    /// or objects is many.
+    fn is_one_mixed_sequence(&self) -> bool {
+        match self {
+            Prompt::List(items) => {
+                items.iter().any(|i| matches!(i, PromptItem::Token(_)))
+                    && items
+                        .iter()
+                        .all(|i| matches!(i, PromptItem::Token(_) | PromptItem::Text(_)))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Every id inside the vocabulary.
+fn check_ids(tok: &Tokenizer, ids: &[u32]) -> Result<(), ApiError> {
+    match ids.iter().find(|&&id| id as usize >= tok.n_vocab()) {
+        Some(&id) => Err(bad(format!(
+            "token id {id} is outside the vocabulary of {}",
+            tok.n_vocab()
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -61,6 +143,12 @@ pub struct StreamOptions {
     #[serde(default)]
     pub include_usage: bool,
 }
+
+/// The most choices (`n`) one request may ask for: each takes a slot or a queue place.
+pub const MAX_CHOICES: u32 = 8;
+
+/// The most alternatives per step `n_probs` / `top_logprobs` may ask for.
+pub const MAX_PROBS: usize = 100;
 
 /// The generation fields every endpoint takes.
 #[derive(Deserialize, Debug, Default)]
@@ -85,14 +173,84 @@ pub struct GenFields {
     pub id_slot: Option<i64>,
     #[serde(default)]
     pub ignore_eos: bool,
+    /// llama-server: the `n_probs` most likely tokens of each step, with log-probabilities.
+    pub n_probs: Option<usize>,
+    /// OpenAI chat: each token's log-probability, and the `top_logprobs` most likely.
+    #[serde(default)]
+    pub logprobs: bool,
+    pub top_logprobs: Option<usize>,
+    #[serde(default)]
+    pub post_sampling_probs: bool,
+    /// Constrained sampling (not implemented: refused when set).
+    pub grammar: Option<serde_json::Value>,
+    pub json_schema: Option<serde_json::Value>,
+    pub response_format: Option<serde_json::Value>,
+    /// The native API's final object lists the generated tokens only when asked.
+    #[serde(default)]
+    pub return_tokens: bool,
     pub n: Option<u32>,
+    /// OpenAI's `{"token id": bias}` or llama-server's `[[token id, bias | false], ...]`.
+    pub logit_bias: Option<serde_json::Value>,
+}
+
+/// A request's `logit_bias` as (token, bias) pairs; `false` is llama-server's "never".
+/// A token given as text (not a number) stands for every token of its tokenization, as
+/// in llama-server.
+fn logit_bias(tok: &Tokenizer, v: &serde_json::Value) -> Result<Vec<(u32, f32)>, ApiError> {
+    use serde_json::Value;
+    let bias_of = |b: &Value| match b {
+        Value::Bool(false) => Ok(f32::NEG_INFINITY),
+        Value::Number(n) => Ok(n.as_f64().unwrap_or(0.0) as f32),
+        other => Err(bad(format!(
+            "logit_bias: a bias must be a number or false, not {other}"
+        ))),
+    };
+    let tokens_of = |t: &Value| -> Result<Vec<u32>, ApiError> {
+        match t {
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(|id| vec![id])
+                .ok_or_else(|| bad(format!("logit_bias: {n} is not a token id"))),
+            Value::String(s) => Ok(match s.parse::<u32>() {
+                Ok(id) => vec![id],
+                Err(_) => tok.encode(s, false, false),
+            }),
+            other => Err(bad(format!("logit_bias: {other} is not a token"))),
+        }
+    };
+    let mut out = Vec::new();
+    let mut add = |t: &Value, b: &Value| -> Result<(), ApiError> {
+        let bias = bias_of(b)?;
+        out.extend(tokens_of(t)?.into_iter().map(|id| (id, bias)));
+        Ok(())
+    };
+    match v {
+        Value::Null => {}
+        Value::Object(m) => {
+            for (k, b) in m {
+                add(&Value::String(k.clone()), b)?;
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                match item.as_array().map(Vec::as_slice) {
+                    Some([t, b]) => add(t, b)?,
+                    _ => return Err(bad("logit_bias: each entry must be [token, bias]")),
+                }
+            }
+        }
+        _ => return Err(bad("logit_bias must be an object or an array")),
+    }
+    Ok(out)
 }
 
 impl GenFields {
     /// The request's settings over the server's defaults.
-    pub fn settings(&self, args: &ServeArgs) -> Result<GenSettings, ApiError> {
-        if self.n.is_some_and(|n| n != 1) {
-            return Err(bad("only n = 1 is supported"));
+    pub fn settings(&self, args: &ServeArgs, tok: &Tokenizer) -> Result<GenSettings, ApiError> {
+        self.refuse_constraints()?;
+        if self.n.is_some_and(|n| !(1..=MAX_CHOICES).contains(&n)) {
+            return Err(bad(format!("n must be between 1 and {MAX_CHOICES}")));
         }
         let mut sampling = args.sampling.params();
         let s = &mut sampling;
@@ -122,7 +280,23 @@ impl GenFields {
                 )))
             }
         };
+        if self.post_sampling_probs {
+            return Err(bad(
+                "post_sampling_probs is not supported: pocket reports the model's probabilities before sampling",
+            ));
+        }
+        let probs = match (self.n_probs.filter(|&n| n > 0), self.logprobs) {
+            (Some(n), _) => Some(n),
+            (None, true) => Some(self.top_logprobs.unwrap_or(0)),
+            (None, false) => None,
+        };
+        if probs.is_some_and(|n| n > MAX_PROBS) {
+            return Err(bad(format!(
+                "n_probs / top_logprobs must be at most {MAX_PROBS}"
+            )));
+        }
         Ok(GenSettings {
+            probs,
             n_predict: usize::try_from(n_predict).ok(),
             stop: match &self.stop {
                 None => Vec::new(),
@@ -131,9 +305,39 @@ impl GenFields {
             },
             sampling,
             ignore_eos: self.ignore_eos,
+            logit_bias: match &self.logit_bias {
+                Some(v) => logit_bias(tok, v)?,
+                None => Vec::new(),
+            },
             cache_prompt: self.cache_prompt.unwrap_or(true),
             id_slot,
         })
+    }
+
+    /// Grammars, JSON schemas and JSON response formats constrain sampling, which pocket
+    /// does not implement: refused, never ignored.
+    fn refuse_constraints(&self) -> Result<(), ApiError> {
+        let set = |v: &Option<serde_json::Value>| {
+            v.as_ref()
+                .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
+        };
+        let format_kind = self
+            .response_format
+            .as_ref()
+            .and_then(|f| f.get("type"))
+            .and_then(|t| t.as_str());
+        let field = if set(&self.grammar) {
+            "grammar"
+        } else if set(&self.json_schema) {
+            "json_schema"
+        } else if self.response_format.is_some() && !matches!(format_kind, Some("text")) {
+            "response_format"
+        } else {
+            return Ok(());
+        };
+        Err(bad(format!(
+            "{field}: constrained sampling (grammars, JSON schemas) is not implemented in pocket"
+        )))
     }
 
     pub fn include_usage(&self) -> bool {
@@ -174,6 +378,11 @@ pub struct Message {
 #[derive(Deserialize, Debug)]
 pub struct ChatRequest {
     pub messages: Vec<Message>,
+    /// End the prompt with the assistant's opening (default true).
+    pub add_generation_prompt: Option<bool>,
+    /// Continue the final assistant message (vLLM / transformers' name for llama-server's
+    /// assistant prefill).
+    pub continue_final_message: Option<bool>,
     #[serde(flatten)]
     pub gen: GenFields,
 }

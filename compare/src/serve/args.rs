@@ -54,9 +54,13 @@ pub struct ServeArgs {
     /// API key clients must send (`Authorization: Bearer KEY`); /health stays open.
     #[arg(long)]
     pub api_key: Option<String>,
-    /// Model name reported by /v1/models and in responses (-a).
+    /// Model name reported by /v1/models and in responses (-a); a comma-separated list
+    /// gives several names, the first in sorted order being the id.
     #[arg(short = 'a', long)]
     pub alias: Option<String>,
+    /// Comma-separated tags listed with the model in /models.
+    #[arg(long)]
+    pub tags: Option<String>,
     /// Enable the Prometheus /metrics endpoint.
     #[arg(long)]
     pub metrics: bool,
@@ -69,6 +73,9 @@ pub struct ServeArgs {
     /// Chat template: chatml, gemma, llama3 or jinja text [default: the model's].
     #[arg(long, value_name = "NAME|JINJA")]
     pub chat_template: Option<String>,
+    /// Chat template read from a jinja file.
+    #[arg(long, value_name = "FILE", conflicts_with = "chat_template")]
+    pub chat_template_file: Option<PathBuf>,
     /// Accepted for llama-server compatibility (templates always run through jinja).
     #[arg(long, overrides_with = "no_jinja")]
     pub jinja: bool,
@@ -78,6 +85,16 @@ pub struct ServeArgs {
     /// Seconds a request may go without progress before it is cancelled.
     #[arg(long = "timeout", short = 'o', default_value_t = 600)]
     pub timeout: u64,
+    /// Do not serve the chat page at `/` (llama-server's --no-webui; also --no-ui).
+    #[arg(long = "no-webui", visible_alias = "no-ui", overrides_with = "webui")]
+    pub no_webui: bool,
+    /// Serve the chat page at `/` (the default).
+    #[arg(long = "webui", visible_alias = "ui")]
+    pub webui: bool,
+    /// Debug output: OpenAI-API answers also carry llama-server's `__verbose` object (the
+    /// native result, with the prompt as the model saw it).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 8 << 20)]
     pub max_body: usize,
@@ -155,13 +172,12 @@ const NO_OPS: &[(&str, bool)] = &[
     ("--tensor-split", true),
     ("--no-warmup", false),
     ("--warmup", false),
-    ("-kvu", false),
-    ("--kv-unified", false),
-    ("-v", false),
-    ("--verbose", false),
+    // pocket's KV cache always holds every position of sliding-window layers (the
+    // window is a mask), which is what --swa-full asks llama.cpp for.
+    ("--swa-full", false),
     ("--log-disable", false),
-    ("--no-webui", false),
-    ("--webui", false),
+    // pocket never downloads a model: staying offline is what it always does.
+    ("--offline", false),
 ];
 
 /// Flags of llama-server that pocket serve does not implement (a sample of the common
@@ -224,6 +240,9 @@ const REFUSED: &[&str] = &[
     "--numa",
     "-dt",
     "--defrag-thold",
+    // A KV pool shared by all slots: pocket gives each slot its own ctx-size / parallel.
+    "-kvu",
+    "--kv-unified",
 ];
 
 /// Why the flags were refused.

@@ -16,9 +16,11 @@ use axum::Json;
 use futures_util::stream::{self, Stream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use super::api::{chat_messages, parse_body, ChatRequest, CompletionRequest, GenFields};
+use super::api::{
+    chat_messages, parse_body, ChatRequest, CompletionRequest, GenFields, PromptTokens,
+};
 use super::error::{bad, ApiError};
-use super::job::{Done, Event, Job};
+use super::job::{Done, Event, GenSettings, Job};
 use super::routes::loaded;
 use super::shapes::{now_secs, Api, Shape};
 use super::state::App;
@@ -37,12 +39,8 @@ pub async fn v1_completions(
 async fn text_completion(app: Arc<App>, body: Bytes, api: Api) -> Result<Response, ApiError> {
     let req: CompletionRequest = parse_body(&body)?;
     let l = loaded(&app)?;
-    let prompt = req.prompt.tokens(&l.model.tokenizer)?;
-    let text = match &req.prompt {
-        super::api::Prompt::Text(s) => s.clone(),
-        _ => String::new(),
-    };
-    generate(&app, prompt, &req.gen, api, text).await
+    let prompts = req.prompt.prompts(&l.model.tokenizer)?;
+    generate(&app, prompts, &req.gen, api).await
 }
 
 pub async fn chat_completions(
@@ -52,38 +50,149 @@ pub async fn chat_completions(
     let req: ChatRequest = parse_body(&body)?;
     let l = loaded(&app)?;
     let rendered = render_chat(&app, &req)?;
-    let prompt = l.model.tokenizer.encode(&rendered, true, true);
-    generate(&app, prompt, &req.gen, Api::Chat, rendered).await
+    let prompt = PromptTokens {
+        tokens: l.model.tokenizer.encode(&rendered, true, true),
+        text: rendered,
+    };
+    generate(&app, vec![prompt], &req.gen, Api::Chat).await
 }
 
-/// The conversation through the chat template, ending with the assistant's opening.
+/// The conversation through the chat template, ending with the assistant's opening; a
+/// final assistant message is a prefill the reply continues (llama-server's rule).
 pub fn render_chat(app: &App, req: &ChatRequest) -> Result<String, ApiError> {
     let l = loaded(app)?;
-    let messages = chat_messages(&req.messages)?;
-    l.template
-        .render(&messages, true)
-        .map_err(|e| bad(format!("chat template: {e}")))
+    let mut messages = chat_messages(&req.messages)?;
+    let continue_final = req.continue_final_message == Some(true);
+    if continue_final && req.add_generation_prompt == Some(true) {
+        return Err(bad(
+            "add_generation_prompt and continue_final_message cannot both be true",
+        ));
+    }
+    let add_generation_prompt = req.add_generation_prompt.unwrap_or(true);
+    let render = |m: &[pocket_model::chat::ChatMessage], agp: bool| {
+        l.template
+            .render(m, agp)
+            .map_err(|e| bad(format!("chat template: {e}")))
+    };
+    let ends_with_assistant = messages.last().is_some_and(|m| m.role == "assistant");
+    if ends_with_assistant && (add_generation_prompt || continue_final) {
+        let prefill = messages.pop().map(|m| m.content).unwrap_or_default();
+        if messages.last().is_some_and(|m| m.role == "assistant") {
+            return Err(bad(
+                "Cannot have 2 or more assistant messages at the end of the list.",
+            ));
+        }
+        return Ok(render(&messages, true)? + &prefill);
+    }
+    render(&messages, add_generation_prompt)
 }
 
+/// Runs a request's generations (one per prompt and choice) and answers them whole or,
+/// for one generation, as a stream.
 async fn generate(
     app: &Arc<App>,
-    prompt: Vec<u32>,
+    prompts: Vec<PromptTokens>,
     gen: &GenFields,
     api: Api,
-    prompt_text: String,
 ) -> Result<Response, ApiError> {
     let l = loaded(app)?;
-    let settings = gen.settings(&app.args)?;
-    if prompt.is_empty() {
-        return Err(bad("the prompt is empty (it tokenizes to nothing)"));
+    let settings = settings_for(app, gen)?;
+    for p in &prompts {
+        if p.tokens.is_empty() {
+            return Err(bad("the prompt is empty (it tokenizes to nothing)"));
+        }
+        if p.tokens.len() >= l.n_ctx_slot {
+            return Err(ApiError::ExceedsContext {
+                n_prompt: p.tokens.len(),
+                n_ctx: l.n_ctx_slot,
+            });
+        }
     }
-    if prompt.len() >= l.n_ctx_slot {
-        return Err(ApiError::ExceedsContext(format!(
-            "request ({} tokens) exceeds the available context size ({} tokens), try increasing it",
-            prompt.len(),
-            l.n_ctx_slot
+    let n_choices = gen.n.unwrap_or(1) as usize;
+    let n_jobs = prompts.len() * n_choices;
+    if n_jobs > 1 && gen.stream {
+        return Err(bad(
+            "streaming answers one generation: n > 1 and lists of prompts need stream: false",
+        ));
+    }
+    let id = app.next_id();
+    let shapes: Vec<Shape> = prompts
+        .iter()
+        .map(|p| Shape {
+            api,
+            id: match api {
+                Api::Chat => format!("chatcmpl-pocket-{id}"),
+                _ => format!("cmpl-pocket-{id}"),
+            },
+            model: app.model_name.clone(),
+            created: now_secs(),
+            include_usage: gen.include_usage(),
+            settings: settings.clone(),
+            n_ctx: l.n_ctx_slot,
+            prompt_text: p.text.clone(),
+            return_tokens: gen.return_tokens,
+            verbose: app.args.verbose,
+        })
+        .collect();
+    // One job per prompt and choice; if one cannot be queued, dropping the others'
+    // receivers cancels them.
+    let mut jobs = Vec::with_capacity(n_jobs);
+    for p in &prompts {
+        for _ in 0..n_choices {
+            jobs.push(submit(app, p.tokens.clone(), settings.clone())?);
+        }
+    }
+    let timeout = Duration::from_secs(app.args.timeout.max(1));
+    let shape = shapes.into_iter().next().expect("one prompt");
+    if gen.stream {
+        let rx = jobs.pop().expect("one job");
+        return Ok(Sse::new(sse_stream(rx, shape, timeout)).into_response());
+    }
+    let mut done = Vec::with_capacity(jobs.len());
+    for rx in jobs {
+        done.push(collect(rx, timeout).await?);
+    }
+    if api == Api::Native && prompts.len() > 1 {
+        // llama-server answers a list of prompts with a list of results.
+        let all: Vec<_> = done
+            .iter()
+            .zip(&prompts)
+            .map(|(d, p)| shape.native_final_for(d, &p.text))
+            .collect();
+        return Ok(Json(all).into_response());
+    }
+    Ok(Json(shape.full_all(&done)).into_response())
+}
+
+/// The request's settings; `ignore_eos` shows (and works) as a -inf bias on every
+/// end-of-generation token, as in llama-server.
+fn settings_for(app: &App, gen: &GenFields) -> Result<GenSettings, ApiError> {
+    let tok = &loaded(app)?.model.tokenizer;
+    let mut settings = gen.settings(&app.args, tok)?;
+    let outside = settings
+        .logit_bias
+        .iter()
+        .find(|(id, _)| *id as usize >= tok.n_vocab());
+    if let Some(&(id, _)) = outside {
+        return Err(bad(format!(
+            "logit_bias: token id {id} is outside the vocabulary of {}",
+            tok.n_vocab()
         )));
     }
+    if settings.ignore_eos {
+        let never = tok.eog_ids().iter().map(|&id| (id, f32::NEG_INFINITY));
+        settings.logit_bias.extend(never);
+    }
+    Ok(settings)
+}
+
+/// Queues one generation for the engine, or 503 when the bounded queue is full.
+fn submit(
+    app: &App,
+    prompt: Vec<u32>,
+    settings: GenSettings,
+) -> Result<UnboundedReceiver<Event>, ApiError> {
+    let l = loaded(app)?;
     // The bounded queue: jobs sent and not yet on a slot.
     if app.shared.queued.fetch_add(1, Ordering::SeqCst) >= app.args.queue_size + app.args.parallel {
         app.shared.queued.fetch_sub(1, Ordering::SeqCst);
@@ -91,23 +200,9 @@ async fn generate(
             "the server is busy (the request queue is full); try again later".into(),
         ));
     }
-    let id = app.next_id();
-    let shape = Shape {
-        api,
-        id: match api {
-            Api::Chat => format!("chatcmpl-pocket-{id}"),
-            _ => format!("cmpl-pocket-{id}"),
-        },
-        model: app.model_name.clone(),
-        created: now_secs(),
-        include_usage: gen.include_usage(),
-        settings: settings.clone(),
-        n_ctx: l.n_ctx_slot,
-        prompt_text,
-    };
     let (tx, rx) = unbounded_channel();
     let job = Job {
-        id,
+        id: app.next_id(),
         prompt,
         settings,
         events: tx,
@@ -116,13 +211,7 @@ async fn generate(
         app.shared.queued.fetch_sub(1, Ordering::SeqCst);
         return Err(ApiError::Server("the engine has stopped".into()));
     }
-    let timeout = Duration::from_secs(app.args.timeout.max(1));
-    if gen.stream {
-        Ok(Sse::new(sse_stream(rx, shape, timeout)).into_response())
-    } else {
-        let done = collect(rx, timeout).await?;
-        Ok(Json(shape.full(&done)).into_response())
-    }
+    Ok(rx)
 }
 
 /// Waits for the end of a job that does not stream.
@@ -180,9 +269,16 @@ fn sse_stream(
             }
             let next = tokio::time::timeout(st.timeout, st.rx.recv()).await;
             match next {
-                Ok(Some(Event::Piece { text, tokens })) => {
+                Ok(Some(Event::Piece {
+                    text,
+                    tokens,
+                    id_slot,
+                    probs,
+                })) => {
                     st.n_decoded += tokens.len();
-                    let v = st.shape.piece(&text, &tokens, None, st.n_decoded);
+                    let v = st
+                        .shape
+                        .piece(&text, &tokens, &probs, id_slot, st.n_decoded);
                     st.queue.push_back(data(&v));
                 }
                 Ok(Some(Event::Done(d))) => {

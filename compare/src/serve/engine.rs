@@ -15,6 +15,7 @@ use pocket_model::{Batch, Session};
 
 use super::job::{Event, Finish, Job};
 use super::metrics::SlotView;
+use super::probs::token_probs;
 use super::slot::{Active, Outcome};
 use super::state::Shared;
 
@@ -24,7 +25,7 @@ pub struct Engine<'m> {
     pending: VecDeque<Job>,
     n_batch: usize,
     shared: Arc<Shared>,
-    /// Scratch for masking end-of-generation logits (`ignore_eos`).
+    /// Scratch for the logits with a request's `logit_bias` added.
     masked: Vec<f32>,
 }
 
@@ -95,7 +96,7 @@ impl<'m> Engine<'m> {
             match self.pick_slot(&job) {
                 Some((slot, common)) => {
                     self.s.truncate_seq(slot, common);
-                    self.slots[slot] = Some(Active::new(job, common));
+                    self.slots[slot] = Some(Active::new(job, slot, common));
                     self.shared.queued.fetch_sub(1, Ordering::SeqCst);
                 }
                 None => waiting.push_back(job),
@@ -207,30 +208,35 @@ impl<'m> Engine<'m> {
         if a.wants_no_tokens() {
             return self.finish(slot, Finish::Limit);
         }
-        let token = if a.job.settings.ignore_eos {
+        let token = if !a.job.settings.logit_bias.is_empty() {
             self.masked.clear();
             self.masked.extend_from_slice(logits);
-            for &id in tok.eog_ids() {
+            for &(id, bias) in &a.job.settings.logit_bias {
                 if let Some(l) = self.masked.get_mut(id as usize) {
-                    *l = f32::NEG_INFINITY;
+                    *l += bias;
                 }
             }
             a.sampler.sample(&self.masked)
         } else {
             a.sampler.sample(logits)
         };
+        let probs = a
+            .job
+            .settings
+            .probs
+            .map(|k| token_probs(tok, logits, token, k));
         let mut m = self.shared.metrics.lock().unwrap();
         m.tokens_predicted += 1;
         m.n_tokens_max = m.n_tokens_max.max(seq_len as u64 + 1);
         drop(m);
-        if let Outcome::Finished(f) = a.accept(tok, token, seq_len, n_ctx) {
+        if let Outcome::Finished(f) = a.accept(tok, token, probs, seq_len, n_ctx) {
             self.finish(slot, f);
         }
     }
 
     fn finish(&mut self, slot: usize, f: Finish) {
         if let Some(a) = self.slots[slot].take() {
-            let t = a.finish(slot, f);
+            let t = a.finish(f);
             let mut m = self.shared.metrics.lock().unwrap();
             m.prompt_tokens_cached += t.cache_n as u64;
             m.requests_done += 1;
@@ -251,7 +257,7 @@ impl<'m> Engine<'m> {
     }
 
     /// What `/slots` and `/metrics` show.
-    fn publish(&self) {
+    pub fn publish(&self) {
         let views: Vec<SlotView> = (0..self.slots.len())
             .map(|i| {
                 let a = self.slots[i].as_ref();

@@ -10,8 +10,8 @@ use serde_json::json;
 pub enum ApiError {
     #[error("{0}")]
     InvalidRequest(String),
-    #[error("{0}")]
-    ExceedsContext(String),
+    #[error("request ({n_prompt} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it")]
+    ExceedsContext { n_prompt: usize, n_ctx: usize },
     #[error("Invalid API Key")]
     Authentication,
     #[error("{0}")]
@@ -27,7 +27,9 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::InvalidRequest(_) | ApiError::ExceedsContext(_) => StatusCode::BAD_REQUEST,
+            ApiError::InvalidRequest(_) | ApiError::ExceedsContext { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             ApiError::Authentication => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
@@ -39,7 +41,7 @@ impl ApiError {
     fn kind(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest(_) => "invalid_request_error",
-            ApiError::ExceedsContext(_) => "exceed_context_size_error",
+            ApiError::ExceedsContext { .. } => "exceed_context_size_error",
             ApiError::Authentication => "authentication_error",
             ApiError::NotFound(_) => "not_found_error",
             ApiError::NotSupported(_) => "not_supported_error",
@@ -50,7 +52,13 @@ impl ApiError {
 
     /// The `error` object (also sent as an SSE event when a stream fails).
     pub fn body(&self) -> serde_json::Value {
-        json!({"error": {"code": self.status().as_u16(), "message": self.to_string(), "type": self.kind()}})
+        let mut e = json!({"code": self.status().as_u16(), "message": self.to_string(), "type": self.kind()});
+        // llama-server's context error also carries the two sizes, for clients to act on.
+        if let ApiError::ExceedsContext { n_prompt, n_ctx } = self {
+            e["n_prompt_tokens"] = json!(n_prompt);
+            e["n_ctx"] = json!(n_ctx);
+        }
+        json!({ "error": e })
     }
 }
 

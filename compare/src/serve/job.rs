@@ -6,6 +6,8 @@ use pocket_model::sampler::SamplerParams;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::probs::TokenProbs;
+
 /// How to generate, after the request's fields are applied over the server's defaults.
 #[derive(Clone, Debug)]
 pub struct GenSettings {
@@ -15,10 +17,15 @@ pub struct GenSettings {
     pub sampling: SamplerParams,
     /// Never stop at an end-of-generation token (their logits are masked).
     pub ignore_eos: bool,
+    /// Added to the logits before sampling (-inf: never); with `ignore_eos`, the
+    /// end-of-generation tokens get -inf here, as llama-server shows it.
+    pub logit_bias: Vec<(u32, f32)>,
     /// Reuse the slot's cached prefix (llama-server's `cache_prompt`, default on).
     pub cache_prompt: bool,
     /// Run on this slot (waits for it when busy).
     pub id_slot: Option<usize>,
+    /// Report each token's log-probability and this many alternatives.
+    pub probs: Option<usize>,
 }
 
 impl GenSettings {
@@ -39,6 +46,8 @@ impl GenSettings {
             "seed": s.seed.map_or(-1, |x| x as i64),
             "stop": self.stop,
             "ignore_eos": self.ignore_eos,
+            // A bias of -inf is JSON's null, as llama-server writes it.
+            "logit_bias": self.logit_bias.iter().map(|&(t, b)| json!({"token": t, "bias": b})).collect::<Vec<_>>(),
             "cache_prompt": self.cache_prompt,
         })
     }
@@ -103,6 +112,9 @@ impl JobTimings {
     pub fn to_json(&self) -> Value {
         let per_tok = |ms: f64, n: usize| if n > 0 { ms / n as f64 } else { 0.0 };
         let per_s = |ms: f64, n: usize| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };
+        // As llama-server: generation rates count decode steps, and the first token is
+        // free (it comes from the logits of the prompt's last batch).
+        let steps = self.predicted_n.saturating_sub(1);
         json!({
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
@@ -111,8 +123,8 @@ impl JobTimings {
             "prompt_per_second": per_s(self.prompt_ms, self.prompt_n),
             "predicted_n": self.predicted_n,
             "predicted_ms": self.predicted_ms,
-            "predicted_per_token_ms": per_tok(self.predicted_ms, self.predicted_n),
-            "predicted_per_second": per_s(self.predicted_ms, self.predicted_n),
+            "predicted_per_token_ms": per_tok(self.predicted_ms, steps),
+            "predicted_per_second": per_s(self.predicted_ms, steps),
         })
     }
 }
@@ -127,6 +139,8 @@ pub struct Done {
     pub finish: Finish,
     /// Prompt tokens in all (cached + evaluated).
     pub n_prompt: usize,
+    /// Every generated token's probabilities, when the request asked for them.
+    pub probs: Vec<TokenProbs>,
     pub timings: JobTimings,
 }
 
@@ -137,6 +151,10 @@ pub enum Event {
     Piece {
         text: String,
         tokens: Vec<u32>,
+        /// The slot generating it (llama-server's `id_slot` in every streamed chunk).
+        id_slot: usize,
+        /// The tokens' probabilities, when the request asked for them.
+        probs: Vec<TokenProbs>,
     },
     Done(Box<Done>),
     /// The engine could not run the job (a message for the client, HTTP 500).

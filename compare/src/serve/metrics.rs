@@ -58,7 +58,7 @@ impl Metrics {
     /// Prometheus text exposition (counters, then gauges), as llama-server's `/metrics`.
     pub fn prometheus(&self) -> String {
         let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
-        let counters: [(&str, &str, f64); 7] = [
+        let counters: [(&str, &str, f64); 10] = [
             (
                 "prompt_tokens_total",
                 "Number of prompt tokens processed.",
@@ -93,6 +93,22 @@ impl Metrics {
                 "n_tokens_max",
                 "Largest observed n_tokens.",
                 self.n_tokens_max as f64,
+            ),
+            // pocket has no speculative decoding: llama-server's counters of it stay 0.
+            (
+                "spec_decode_num_draft_tokens_total",
+                "Number of draft tokens generated (pocket: no speculative decoding).",
+                0.0,
+            ),
+            (
+                "spec_decode_num_accepted_tokens_total",
+                "Number of draft tokens accepted (pocket: no speculative decoding).",
+                0.0,
+            ),
+            (
+                "spec_decode_num_drafts_total",
+                "Number of drafts generated (pocket: no speculative decoding).",
+                0.0,
             ),
         ];
         let gauges: [(&str, &str, f64); 5] = [

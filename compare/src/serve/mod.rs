@@ -14,8 +14,10 @@ mod complete;
 mod engine;
 mod error;
 mod job;
+mod listen;
 mod metrics;
 mod output;
+mod probs;
 mod routes;
 mod shapes;
 mod slot;
@@ -48,15 +50,14 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
         .thread_name("pocket-http")
         .enable_all()
         .build()?;
-    let listener = rt.block_on(tokio::net::TcpListener::bind((
-        args.host.as_str(),
-        args.port,
-    )))?;
-    let addr = listener.local_addr()?;
-    eprintln!(
-        "pocket serve: listening on http://{addr} (loading {})",
-        args.model.display()
-    );
+    let listeners = rt.block_on(listen::bind_all(&args.host, args.port))?;
+    for l in &listeners {
+        eprintln!(
+            "pocket serve: listening on http://{} (loading {})",
+            l.local_addr()?,
+            args.model.display()
+        );
+    }
 
     let engine_app = app.clone();
     std::thread::Builder::new()
@@ -68,13 +69,7 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
             }
         })?;
 
-    rt.block_on(async move {
-        axum::serve(listener, routes::router(app))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-    })?;
+    rt.block_on(listen::serve(listeners, routes::router(app)));
     Ok(())
 }
 
@@ -83,8 +78,17 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let a = &app.args;
     let t0 = Instant::now();
     let model = Arc::new(Model::load_with(&a.model, LoadOptions::default())?);
-    let template =
-        ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, a.chat_template.as_deref())?;
+    let from_file = match &a.chat_template_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path).map_err(|source| crate::Error::File {
+                path: path.clone(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
+    let override_ = from_file.as_deref().or(a.chat_template.as_deref());
+    let template = ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, override_)?;
     let n_ctx_slot = a.ctx_size / a.parallel;
     let mut o = SessionOptions {
         n_ctx: n_ctx_slot,
@@ -100,6 +104,9 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let session = Session::try_new(&model, o)?;
     let (tx, rx) = mpsc::channel();
     let threads = session.threads();
+    let engine = engine::Engine::new(session, a.batch_size, app.shared.clone());
+    // /slots lists every slot from the moment the server is ready.
+    engine.publish();
     let loaded = Loaded {
         model: model.clone(),
         template,
@@ -117,6 +124,6 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
         threads,
         model.isa.name()
     );
-    engine::Engine::new(session, a.batch_size, app.shared.clone()).run(rx);
+    engine.run(rx);
     Ok(())
 }

@@ -13,7 +13,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tower_http::cors::CorsLayer;
 
 use super::api::{parse_body, ChatRequest, GenFields};
 use super::complete::{chat_completions, completion, render_chat, v1_completions};
@@ -25,9 +24,12 @@ const CHAT_PAGE: &str = include_str!("chat.html");
 
 pub fn router(app: Arc<App>) -> Router {
     let limit = app.args.max_body;
-    Router::new()
-        .route("/", get(|| async { Html(CHAT_PAGE) }))
-        .route("/health", get(health))
+    let page = if app.args.no_webui {
+        Router::new()
+    } else {
+        Router::new().route("/", get(|| async { Html(CHAT_PAGE) }))
+    };
+    page.route("/health", get(health))
         .route("/v1/health", get(health))
         .route("/models", get(models))
         .route("/v1/models", get(models))
@@ -42,10 +44,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
+        .route("/chat/completions/input_tokens", post(chat_input_tokens))
+        .route("/v1/chat/completions/input_tokens", post(chat_input_tokens))
         .fallback(|| async { ApiError::NotFound("File Not Found".into()) })
         .layer(middleware::from_fn_with_state(app.clone(), gate))
         .layer(DefaultBodyLimit::max(limit))
-        .layer(CorsLayer::permissive())
         .with_state(app)
 }
 
@@ -56,14 +59,44 @@ pub fn loaded(app: &App) -> Result<&Loaded, ApiError> {
         .ok_or_else(|| ApiError::Unavailable("Loading model".into()))
 }
 
-/// API key (all but health and the page), then the loading state; a body over the limit
-/// is answered here in the API's error shape.
+/// llama-server's CORS defaults (any origin, with credentials: the request's `Origin` is
+/// echoed); a preflight `OPTIONS` is answered here, before the API key, as browsers send
+/// none with it.
+fn cors(headers: &HeaderMap, preflight: bool, resp: &mut Response) {
+    let h = resp.headers_mut();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    }
+    if preflight {
+        let value = header::HeaderValue::from_static;
+        h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, value("true"));
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            value("GET, POST, DELETE, OPTIONS"),
+        );
+        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, value("*"));
+    }
+}
+
+/// CORS, then the API key (all but health and the page), then the loading state; a body
+/// over the limit is answered here in the API's error shape.
 async fn gate(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     req: Request,
     next: Next,
 ) -> Response {
+    let preflight = req.method() == axum::http::Method::OPTIONS;
+    let mut resp = if preflight {
+        StatusCode::OK.into_response()
+    } else {
+        checked(&app, &headers, req, next).await
+    };
+    cors(&headers, preflight, &mut resp);
+    resp
+}
+
+async fn checked(app: &App, headers: &HeaderMap, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let public = matches!(path, "/health" | "/v1/health" | "/");
     if let (Some(key), false) = (&app.args.api_key, public) {
@@ -102,6 +135,8 @@ async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
         "object": "model",
         "created": now_secs(),
         "owned_by": "pocket",
+        "aliases": super::state::aliases(&app.args),
+        "tags": super::state::list(app.args.tags.as_deref()),
         "meta": {"n_vocab": c.n_vocab, "n_ctx_train": c.n_ctx_train, "n_embd": c.n_embd},
     });
     Ok(Json(json!({
@@ -114,7 +149,7 @@ async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
 async fn props(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
     let l = loaded(&app)?;
     let defaults = GenFields::default()
-        .settings(&app.args)?
+        .settings(&app.args, &l.model.tokenizer)?
         .to_json(l.n_ctx_slot);
     Ok(Json(json!({
         "default_generation_settings": {"n_ctx": l.n_ctx_slot, "params": defaults, "id": 0, "is_processing": false},
@@ -148,7 +183,18 @@ async fn metrics(State(app): State<Arc<App>>) -> Result<Response, ApiError> {
         ));
     }
     let text = app.shared.metrics.lock().unwrap().prometheus();
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+    let started = app.started_unix.to_string();
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4".to_string(),
+        ),
+        (
+            header::HeaderName::from_static("process-start-time-unix"),
+            started,
+        ),
+    ];
+    Ok((headers, text).into_response())
 }
 
 #[derive(Deserialize)]
@@ -204,6 +250,21 @@ async fn detokenize(State(app): State<Arc<App>>, body: Bytes) -> Result<Json<Val
     }
     let bytes = tok.detokenize(&req.tokens, false, true);
     Ok(Json(json!({"content": String::from_utf8_lossy(&bytes)})))
+}
+
+/// How many tokens a chat request's prompt is (llama-server's token counting endpoint).
+async fn chat_input_tokens(
+    State(app): State<Arc<App>>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req: ChatRequest = parse_body(&body)?;
+    let prompt = render_chat(&app, &req)?;
+    let n = loaded(&app)?
+        .model
+        .tokenizer
+        .encode(&prompt, true, true)
+        .len();
+    Ok(Json(json!({"input_tokens": n})))
 }
 
 async fn apply_template(State(app): State<Arc<App>>, body: Bytes) -> Result<Json<Value>, ApiError> {

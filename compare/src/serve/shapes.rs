@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use super::job::{Done, GenSettings};
+use super::probs::{probs_json, TokenProbs};
 
 /// Which API a generation answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +27,10 @@ pub struct Shape {
     pub settings: GenSettings,
     pub n_ctx: usize,
     pub prompt_text: String,
+    /// The native final object's `tokens` (else `[]`, as llama-server).
+    pub return_tokens: bool,
+    /// `--verbose`: whole OpenAI answers carry the native result as `__verbose`.
+    pub verbose: bool,
 }
 
 pub fn now_secs() -> u64 {
@@ -58,14 +63,37 @@ impl Shape {
             "choices": choices,
             "created": self.created,
             "model": self.model,
-            "system_fingerprint": concat!("pocket-", env!("CARGO_PKG_VERSION")),
+            // llama-server's is "b<build>-<commit>"; clients and its test suite check the "b".
+            "system_fingerprint": concat!("b", env!("CARGO_PKG_VERSION"), "-pocket"),
             "object": self.object(stream),
             "id": self.id,
         })
     }
 
-    /// The whole answer of a request that did not stream.
-    pub fn full(&self, d: &Done) -> Value {
+    /// The whole answer of a request that did not stream, with one choice per generation
+    /// (OpenAI's `n`); usage counts the prompt once and every choice's tokens.
+    pub fn full_all(&self, done: &[Done]) -> Value {
+        let mut v = self.full(&done[0]);
+        if done.len() > 1 {
+            let choices: Vec<Value> = done
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let mut whole = self.full(d);
+                    let mut c = whole["choices"][0].take();
+                    c["index"] = json!(i);
+                    c
+                })
+                .collect();
+            let completion: usize = done.iter().map(|d| d.tokens.len()).sum();
+            v["choices"] = json!(choices);
+            v["usage"]["completion_tokens"] = json!(completion);
+            v["usage"]["total_tokens"] = json!(completion + done[0].n_prompt);
+        }
+        v
+    }
+
+    fn full(&self, d: &Done) -> Value {
         let mut v = match self.api {
             Api::Native => return self.native_final(d, &d.content),
             Api::Completions => self.envelope(
@@ -78,16 +106,27 @@ impl Shape {
                         "message": {"role": "assistant", "content": d.content}}]),
             ),
         };
+        self.add_probs(&mut v, &d.probs);
+        if self.verbose {
+            v["__verbose"] = self.native_final(d, &d.content);
+        }
         v["usage"] = usage(d);
         v["timings"] = d.timings.to_json();
         v
     }
 
+    /// The native final object of a generation from another prompt of the same request.
+    pub fn native_final_for(&self, d: &Done, prompt_text: &str) -> Value {
+        let mut v = self.native_final(d, &d.content);
+        v["prompt"] = json!(prompt_text);
+        v
+    }
+
     fn native_final(&self, d: &Done, content: &str) -> Value {
-        json!({
+        let mut v = json!({
             "index": 0,
             "content": content,
-            "tokens": if content.is_empty() { Vec::new() } else { d.tokens.clone() },
+            "tokens": if self.return_tokens && !content.is_empty() { d.tokens.clone() } else { Vec::new() },
             "id_slot": d.id_slot,
             "stop": true,
             "model": self.model,
@@ -101,7 +140,12 @@ impl Shape {
             "stopping_word": d.finish.word(),
             "tokens_cached": d.n_prompt + d.tokens.len().saturating_sub(1),
             "timings": d.timings.to_json(),
-        })
+        });
+        // A stream sent them with its pieces; a whole answer carries them all.
+        if !content.is_empty() {
+            self.add_probs(&mut v, &d.probs);
+        }
+        v
     }
 
     /// The chunks that open a stream (OpenAI chat: the assistant's role).
@@ -120,13 +164,14 @@ impl Shape {
         &self,
         text: &str,
         tokens: &[u32],
-        id_slot: Option<usize>,
+        probs: &[TokenProbs],
+        id_slot: usize,
         n_decoded: usize,
     ) -> Value {
-        match self.api {
+        let mut v = match self.api {
             Api::Native => json!({
                 "index": 0, "content": text, "tokens": tokens, "stop": false,
-                "id_slot": id_slot.map_or(-1, |s| s as i64), "tokens_predicted": n_decoded,
+                "id_slot": id_slot, "tokens_predicted": n_decoded,
             }),
             Api::Completions => self.envelope(
                 true,
@@ -136,6 +181,21 @@ impl Shape {
                 true,
                 json!([{"finish_reason": null, "index": 0, "delta": {"content": text}}]),
             ),
+        };
+        self.add_probs(&mut v, probs);
+        v
+    }
+
+    /// The tokens' probabilities where the API puts them, when the request asked.
+    fn add_probs(&self, v: &mut Value, probs: &[TokenProbs]) {
+        if self.settings.probs.is_none() {
+            return;
+        }
+        match self.api {
+            Api::Native => v["completion_probabilities"] = probs_json(probs),
+            Api::Chat => v["choices"][0]["logprobs"] = json!({"content": probs_json(probs)}),
+            // OpenAI's legacy completions logprobs have another shape, not built here.
+            Api::Completions => {}
         }
     }
 

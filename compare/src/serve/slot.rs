@@ -9,9 +9,12 @@ use pocket_model::tokenizer::Tokenizer;
 
 use super::job::{Done, Event, Finish, Job, JobTimings};
 use super::output::Output;
+use super::probs::TokenProbs;
 
 pub struct Active {
     pub job: Job,
+    /// The slot (KV-cache sequence) this job runs on.
+    pub slot: usize,
     pub sampler: Sampler,
     out: Output,
     /// The prompt's tokens before this index are in the slot's cache.
@@ -19,6 +22,9 @@ pub struct Active {
     /// The sampled token that goes into the next batch (generation phase).
     pub next_token: Option<u32>,
     pub tokens: Vec<u32>,
+    /// Probabilities of the tokens not yet sent in a piece, and of all tokens.
+    pending_probs: Vec<TokenProbs>,
+    probs: Vec<TokenProbs>,
     started: Instant,
     first_token: Option<Instant>,
     pub timings: JobTimings,
@@ -32,17 +38,20 @@ pub enum Outcome {
 }
 
 impl Active {
-    /// A job on a slot whose cache holds `cached` of its prompt's first tokens.
-    pub fn new(job: Job, cached: usize) -> Active {
+    /// A job on `slot`, whose cache holds `cached` of its prompt's first tokens.
+    pub fn new(job: Job, slot: usize, cached: usize) -> Active {
         let mut sampler = Sampler::new(job.settings.sampling.clone());
         job.prompt.iter().for_each(|&t| sampler.accept(t));
         let out = Output::new(job.settings.stop.clone());
         Active {
+            slot,
             sampler,
             out,
             prompt_done: cached,
             next_token: None,
             tokens: Vec::new(),
+            pending_probs: Vec::new(),
+            probs: Vec::new(),
             started: Instant::now(),
             first_token: None,
             timings: JobTimings {
@@ -78,7 +87,15 @@ impl Active {
 
     /// Takes the token sampled from this slot's logits; `seq_len` is the slot's cache
     /// length and `n_ctx` its capacity.
-    pub fn accept(&mut self, tok: &Tokenizer, token: u32, seq_len: usize, n_ctx: usize) -> Outcome {
+    /// `probs` are the step's probabilities when the request asked for them.
+    pub fn accept(
+        &mut self,
+        tok: &Tokenizer,
+        token: u32,
+        probs: Option<TokenProbs>,
+        seq_len: usize,
+        n_ctx: usize,
+    ) -> Outcome {
         if self.first_token.is_none() {
             self.first_token = Some(Instant::now());
             self.timings.prompt_ms = self.started.elapsed().as_secs_f64() * 1e3;
@@ -88,9 +105,13 @@ impl Active {
             return Outcome::Finished(Finish::Eos);
         }
         self.tokens.push(token);
+        if let Some(p) = probs {
+            self.pending_probs.push(p.clone());
+            self.probs.push(p);
+        }
         let step = self.out.push(tok, token);
         if let Some((text, tokens)) = step.piece {
-            let _ = self.job.events.send(Event::Piece { text, tokens });
+            self.send_piece(text, tokens);
         }
         if let Some(word) = step.stopped {
             return Outcome::Finished(Finish::Word(word));
@@ -102,11 +123,24 @@ impl Active {
         Outcome::Continue
     }
 
+    /// Sends text that is final; the probabilities of all tokens since the last piece go
+    /// with it (a piece carries every token not yet sent).
+    fn send_piece(&mut self, text: String, tokens: Vec<u32>) {
+        let id_slot = self.slot;
+        let probs = std::mem::take(&mut self.pending_probs);
+        let _ = self.job.events.send(Event::Piece {
+            text,
+            tokens,
+            id_slot,
+            probs,
+        });
+    }
+
     /// Sends what is left and the final result.
-    pub fn finish(mut self, slot: usize, finish: Finish) -> JobTimings {
+    pub fn finish(mut self, finish: Finish) -> JobTimings {
         if !matches!(finish, Finish::Word(_)) {
             if let Some((text, tokens)) = self.out.finish() {
-                let _ = self.job.events.send(Event::Piece { text, tokens });
+                self.send_piece(text, tokens);
             }
         }
         self.timings.predicted_n = self.tokens.len();
@@ -117,11 +151,12 @@ impl Active {
             self.timings.prompt_ms = self.started.elapsed().as_secs_f64() * 1e3;
         }
         let done = Done {
-            id_slot: slot,
+            id_slot: self.slot,
             content: std::mem::take(&mut self.out.text),
             tokens: std::mem::take(&mut self.tokens),
             finish,
             n_prompt: self.job.prompt.len(),
+            probs: std::mem::take(&mut self.probs),
             timings: self.timings,
         };
         let _ = self.job.events.send(Event::Done(Box::new(done)));

@@ -35,12 +35,30 @@ pub struct App {
     pub loaded: OnceLock<Loaded>,
     /// The name reported for the model (`--alias`, else the file name).
     pub model_name: String,
+    /// When the server started, in Unix seconds (llama-server's `Process-Start-Time-Unix`).
+    pub started_unix: u64,
     next_id: AtomicU64,
+}
+
+/// A comma-separated flag's items, sorted and without repeats (as llama-server's sets).
+pub fn list(flag: Option<&str>) -> Vec<String> {
+    let set: std::collections::BTreeSet<String> = flag
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    set.into_iter().collect()
+}
+
+pub fn aliases(args: &ServeArgs) -> Vec<String> {
+    list(args.alias.as_deref())
 }
 
 impl App {
     pub fn new(args: ServeArgs) -> App {
-        let model_name = args.alias.clone().unwrap_or_else(|| {
+        let model_name = aliases(&args).into_iter().next().unwrap_or_else(|| {
             args.model
                 .file_name()
                 .map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned())
@@ -50,6 +68,7 @@ impl App {
             shared: Arc::default(),
             loaded: OnceLock::new(),
             model_name,
+            started_unix: super::shapes::now_secs(),
             next_id: AtomicU64::new(0),
         }
     }
