@@ -161,6 +161,16 @@ fn model_panel(
         .map_err(Error::plot)?;
     chart
         .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(max_s as usize + 2)
+        .x_label_formatter(&|x| {
+            // Streams are whole numbers: label only those ticks.
+            if x.fract().abs() < 1e-9 {
+                format!("{x:.0}")
+            } else {
+                String::new()
+            }
+        })
         .x_desc("concurrent streams (= -np slots)")
         .y_desc("generated tokens/s")
         .draw()
@@ -186,6 +196,7 @@ fn model_panel(
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
         .border_style(BLACK)
         .background_style(WHITE)
         .draw()
