@@ -116,8 +116,8 @@ mod tests {
     use super::*;
 
     /// Captured from llama-server b11434 (`/completion`, token-id prompt, `n_predict` 3,
-    /// `stream`, `ignore_eos`, `cache_prompt: false`, SmolLM2-135M-Instruct Q4_1); the
-    /// final event's `generation_settings` and `prompt` are cut short here.
+    /// `stream`, `ignore_eos`, `cache_prompt: false`, SmolLM2-135M-Instruct Q4_1) with curl,
+    /// byte for byte.
     const LLAMA_SERVER_STREAM: &str = include_str!("llama_server_stream.txt");
 
     #[test]
