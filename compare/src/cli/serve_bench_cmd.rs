@@ -88,8 +88,13 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
     let llama_server = match &args.llama_server {
         Some(p) => p.clone(),
         None if args.engines.contains(&Engine::LlamaServer) => {
-            crate::llama_bench::LlamaTools::in_cache(&crate::llama_bench::cache_dir())?
-                .reference_tool("llama-server")?
+            // Only the reference build has llama-server (no llama-bench needed here).
+            let cache = crate::llama_bench::cache_dir();
+            let tools = crate::llama_bench::LlamaTools {
+                native_dir: cache.join("llama.cpp-native"),
+                reference_dir: cache.join("llama.cpp-build"),
+            };
+            tools.reference_tool("llama-server")?
         }
         None => PathBuf::new(),
     };
