@@ -22,6 +22,8 @@ if command -v apt-get >/dev/null 2>&1; then
   # CPUs with AVX-512 or AVX-VNNI) then recompiles only ggml-cpu.
   command -v ccache >/dev/null || need+=(ccache)
   command -v curl >/dev/null || need+=(curl)  # the pocket serve tests' HTTP client
+  # The chat page's browser test (tests/serve_browser.rs): Debian's headless Chromium.
+  command -v chromium >/dev/null || need+=(chromium)
   if [ "$arch" = x86_64 ]; then
     # The ARM kernel tests, cross-compiled and run under qemu (x86 hosts only).
     command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)

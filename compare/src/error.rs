@@ -57,6 +57,9 @@ pub enum Error {
     /// `pocket serve` refused its flags.
     #[error(transparent)]
     ServeArgs(#[from] crate::serve::args::ArgsError),
+    /// `pocket compare --serve`: a server or a request of the benchmark failed.
+    #[error(transparent)]
+    ServeBench(#[from] crate::serve_bench::ServeBenchError),
     /// `pocket serve` could not start.
     #[error("serve: {0}")]
     Serve(&'static str),

@@ -29,6 +29,7 @@ pub mod profiling;
 pub mod receipt;
 pub mod report;
 pub mod serve;
+pub mod serve_bench;
 pub mod sysinfo;
 
 pub use error::{Error, Result};

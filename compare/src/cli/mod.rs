@@ -13,6 +13,7 @@ pub mod gen_args;
 mod inspect_cmd;
 pub mod perplexity_cmd;
 mod run_cmd;
+mod serve_bench_cmd;
 pub mod spec_args;
 mod synth_cmd;
 
@@ -35,7 +36,7 @@ enum Command {
     Synth(synth_cmd::SynthArgs),
     /// llama-bench's tests (pp, tg, pp+tg) on pocket, printed as llama-bench rows.
     Bench(bench_cmd::BenchArgs),
-    /// Compare pocket with llama.cpp (speed, memory, parity), or work on stored receipts: trend page, regression gate, results directory.
+    /// Compare pocket with llama.cpp (speed, memory, parity), or work on stored receipts: trend page, regression gate, results directory; `--serve`: pocket serve against llama-server under concurrent streams (`pocket compare --serve --help`).
     Compare(compare_cmd::CompareArgs),
     /// Generate text from a prompt (greedy at --temp 0), with timings on stderr.
     Run(run_cmd::RunArgs),
@@ -56,6 +57,10 @@ pub fn main() -> ExitCode {
     if let Some(code) = crate::measure::wrapper_main_if_requested() {
         return code;
     }
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if serve_bench_cmd::requested(&raw) {
+        return exit_code(serve_bench_cmd::run(serve_bench_cmd::parse(raw)));
+    }
     // llama.cpp's multi-letter short flags (`-pg`, `-ctk`, `-ctv`, `-sys`) as clap's long ones.
     let args = std::env::args_os().map(|a| match gen_args::long_form(&a) {
         Some(long) => long.into(),
@@ -72,6 +77,10 @@ pub fn main() -> ExitCode {
         Command::Perplexity(args) => perplexity_cmd::run(args),
         Command::Serve { args } => crate::serve::run(args),
     };
+    exit_code(result)
+}
+
+fn exit_code(result: CliResult) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,0 +1,295 @@
+//! `pocket compare --serve`: `pocket serve` against llama-server under concurrent load.
+//!
+//! For each model and each number of streams S, both servers run with the same model and
+//! `-c`, `-np S`, `-t`; each receives batches of S concurrent greedy streaming `/completion`
+//! requests (a fixed prompt of N token ids, `n_predict` M, `ignore_eos`, `cache_prompt:
+//! false` so that every request prefills), the engines alternating batch by batch. Measured
+//! per request: time to first token; per batch: generated tokens / wall time.
+//!
+//! Files: `server` (the child processes, killed on drop), `client` (hyper), `sse` (the
+//! stream's events), `receipt` (results, statistics, ratios), `report` (results directory).
+
+mod client;
+mod error;
+pub mod receipt;
+pub mod report;
+pub mod server;
+pub mod sse;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+pub use error::ServeBenchError;
+use receipt::{Batch, Level, ModelResult, ServeReceipt, Settings};
+use server::{Engine, Launch, ServerProcess};
+
+/// Text the fixed prompt is cut from (tokenized by the first server, then repeated).
+const PROMPT_TEXT: &str = "The history of the city begins with a small settlement on the \
+    river, where farmers and traders met to exchange grain, wool and tools. Over the \
+    centuries it grew into a market town, then a port, and finally a capital whose \
+    libraries, bridges and gardens drew visitors from every part of the continent. ";
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub models: Vec<PathBuf>,
+    pub streams: Vec<usize>,
+    pub n_prompt: usize,
+    pub n_predict: usize,
+    pub ctx_size: usize,
+    pub threads: u32,
+    pub repetitions: u32,
+    pub engines: Vec<Engine>,
+    /// This program (started as `pocket serve`).
+    pub pocket_exe: PathBuf,
+    pub llama_server: PathBuf,
+}
+
+impl Plan {
+    /// Refuses a context too small for a request in each slot (both servers split `-c`).
+    pub fn check(&self) -> Result<(), ServeBenchError> {
+        let slots = self.streams.iter().copied().max().unwrap_or(1);
+        let per_slot = self.ctx_size / slots;
+        if per_slot < self.n_prompt + self.n_predict {
+            return Err(ServeBenchError::ContextTooSmall {
+                ctx_size: self.ctx_size,
+                slots,
+                per_slot,
+                n_prompt: self.n_prompt,
+                n_predict: self.n_predict,
+            });
+        }
+        Ok(())
+    }
+
+    /// The settings as the receipt records them.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            n_prompt: self.n_prompt,
+            n_predict: self.n_predict,
+            ctx_size: self.ctx_size,
+            threads: self.threads,
+            repetitions: self.repetitions,
+            streams: self.streams.clone(),
+            request: request_fields(self.n_predict).to_string(),
+        }
+    }
+}
+
+/// Runs the plan; Ctrl-C stops it (and the servers) with [`ServeBenchError::Interrupted`].
+pub fn run(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
+    plan.check()?;
+    // One thread: the client does little work, and leaves the cores to the servers.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        tokio::select! {
+            r = bench(plan) => r,
+            _ = tokio::signal::ctrl_c() => Err(ServeBenchError::Interrupted),
+        }
+    })
+}
+
+/// The constant fields of every request.
+pub fn request_fields(n_predict: usize) -> Value {
+    json!({
+        "n_predict": n_predict,
+        "temperature": 0,
+        "ignore_eos": true,
+        "cache_prompt": false,
+        "stream": true,
+    })
+}
+
+async fn bench(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
+    let mut results = Vec::new();
+    for model in &plan.models {
+        let name = model.file_stem().map_or_else(
+            || model.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        let mut levels = Vec::new();
+        let mut prompt: Option<Vec<u32>> = None;
+        for &streams in &plan.streams {
+            let launch = Launch {
+                model: model.clone(),
+                ctx_size: plan.ctx_size,
+                slots: streams,
+                threads: plan.threads,
+            };
+            progress(&format!(
+                "{name}: {streams} stream(s): starting the servers"
+            ));
+            let mut servers = Vec::new();
+            for &e in &plan.engines {
+                servers.push(
+                    ServerProcess::start(e, &launch, &plan.pocket_exe, &plan.llama_server).await?,
+                );
+            }
+            let ids = match &prompt {
+                Some(p) => p.clone(),
+                None => fixed_prompt(servers[0].addr, plan.n_prompt).await?,
+            };
+            prompt = Some(ids.clone());
+            levels.extend(measure_level(plan, &name, streams, &servers, &ids).await?);
+        }
+        results.push(ModelResult::new(name, model.display().to_string(), levels));
+    }
+    Ok(results)
+}
+
+/// Every engine's batches at one number of streams (the servers already running).
+async fn measure_level(
+    plan: &Plan,
+    name: &str,
+    streams: usize,
+    servers: &[ServerProcess],
+    prompt: &[u32],
+) -> Result<Vec<Level>, ServeBenchError> {
+    let mut body = request_fields(plan.n_predict);
+    body["prompt"] = json!(prompt);
+    let mut warm = body.clone();
+    warm["n_predict"] = json!(4);
+    for s in servers {
+        // The first request pays for page faults and allocations.
+        client::stream_completion(s.addr, &warm)
+            .await
+            .map_err(|e| in_run(s, streams, e))?;
+    }
+    let mut batches: HashMap<Engine, Vec<Batch>> = HashMap::new();
+    for rep in 0..plan.repetitions {
+        // Alternate which engine goes first, so that drift in the machine's load is shared.
+        let mut order: Vec<&ServerProcess> = servers.iter().collect();
+        if rep % 2 == 1 {
+            order.reverse();
+        }
+        for s in order {
+            let b = run_batch(s.addr, &body, streams, plan.n_predict as u64)
+                .await
+                .map_err(|e| in_run(s, streams, e))?;
+            progress(&format!(
+                "{name}: {} {streams} stream(s) rep {}/{}: {:.1} t/s aggregate, TTFT {:.0} ms (median)",
+                s.engine.name(),
+                rep + 1,
+                plan.repetitions,
+                b.aggregate_tps(),
+                receipt::median(
+                    &b.requests
+                        .iter()
+                        .map(|r| r.ttft.as_secs_f64() * 1e3)
+                        .collect::<Vec<_>>()
+                ),
+            ));
+            batches.entry(s.engine).or_default().push(b);
+        }
+    }
+    Ok(servers
+        .iter()
+        .map(|s| Level::from_batches(s.engine, streams, &batches[&s.engine]))
+        .collect())
+}
+
+/// The error of a run, naming the server; if the server died, its stderr says why.
+fn in_run(s: &ServerProcess, streams: usize, e: ServeBenchError) -> ServeBenchError {
+    let source = match e {
+        ServeBenchError::Http(what) => s.failed(&format!("stopped answering ({what})")),
+        other => other,
+    };
+    ServeBenchError::Run {
+        engine: s.engine.name(),
+        streams,
+        source: Box::new(source),
+    }
+}
+
+/// `streams` concurrent requests, each on its own connection, sent together.
+async fn run_batch(
+    addr: SocketAddr,
+    body: &Value,
+    streams: usize,
+    n_predict: u64,
+) -> Result<Batch, ServeBenchError> {
+    let started = Instant::now();
+    let mut set = JoinSet::new();
+    for _ in 0..streams {
+        let b = body.clone();
+        set.spawn(async move { client::stream_completion(addr, &b).await });
+    }
+    let mut requests = Vec::with_capacity(streams);
+    while let Some(r) = set.join_next().await {
+        let r = r.map_err(|e| ServeBenchError::Http(format!("request task: {e}")))??;
+        if r.tokens_predicted != n_predict || r.token_events != n_predict {
+            return Err(ServeBenchError::TokenCount {
+                got: r.tokens_predicted.min(r.token_events),
+                want: n_predict,
+            });
+        }
+        requests.push(r);
+    }
+    Ok(Batch { started, requests })
+}
+
+/// `n` token ids: the server's tokens of [`PROMPT_TEXT`], repeated and cut.
+async fn fixed_prompt(addr: SocketAddr, n: usize) -> Result<Vec<u32>, ServeBenchError> {
+    let v = client::post_json(
+        addr,
+        "/tokenize",
+        &json!({"content": PROMPT_TEXT, "add_special": false}),
+    )
+    .await?;
+    let ids: Vec<u32> = v["tokens"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_u64())
+                .map(|t| t as u32)
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return Err(ServeBenchError::EmptyPrompt);
+    }
+    Ok(ids.iter().copied().cycle().take(n).collect())
+}
+
+fn progress(msg: &str) {
+    eprintln!("[serve bench] {msg}");
+}
+
+/// The whole receipt of a finished run.
+pub fn receipt_of(plan: &Plan, models: Vec<ModelResult>, load_before: Option<f64>) -> ServeReceipt {
+    let build = plan
+        .llama_server
+        .parent()
+        .and_then(|bin| bin.parent())
+        .map(|d| d.join("BUILD_INFO"));
+    let llama_server_build = build
+        .filter(|_| plan.engines.contains(&Engine::LlamaServer))
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
+    ServeReceipt {
+        kind: receipt::KIND.into(),
+        created: crate::receipt::utc_now(),
+        pocket_commit: crate::sysinfo::pocket_commit(std::path::Path::new(env!(
+            "CARGO_MANIFEST_DIR"
+        ))),
+        llama_server_build,
+        machine_name: crate::sysinfo::machine_name(),
+        sysinfo: crate::sysinfo::SysInfo::detect(),
+        load_average: [load_before, load_average()],
+        settings: plan.settings(),
+        models,
+    }
+}
+
+/// The 1-minute load average (`/proc/loadavg`), where there is one.
+pub fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
