@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use pocket_compare::bench_format::{self, Format};
+use pocket_compare::engine::EngineKind;
 use pocket_compare::receipt::Receipt;
 
 fn pocket(args: &[&str]) -> Output {
@@ -194,14 +195,14 @@ fn compare_smollm2_measures_both_engines() {
     assert_eq!(tests, ["pp32", "tg8"]);
     for c in &r.results {
         assert_eq!(c.threads, 2);
-        for s in [&c.pocket, &c.llama_cpp] {
+        for s in [&c.pocket, &c.engines[&EngineKind::LlamaCpp]] {
             assert_eq!(s.ts.len(), 1);
             assert!(s.ts[0] > 0.0);
             // Real resident sets: more than a few MiB, less than a few GiB.
             assert!(s.peak_rss_bytes[0] > 16 << 20, "{:?}", s.peak_rss_bytes);
             assert!(s.peak_rss_bytes[0] < 4 << 30, "{:?}", s.peak_rss_bytes);
         }
-        assert!(c.derived.speedup > 0.0);
+        assert!(c.derived.engines[&EngineKind::LlamaCpp].speedup > 0.0);
     }
     let p = &r.parity[0];
     let (a, b) = (
