@@ -11,14 +11,13 @@
 //! it (Q, K, V; gate, up), quantized into each activation format they need.
 
 use std::ops::Range;
-use std::sync::Mutex;
 
 use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
 use pocket_kernels::matmul::{self, Kind, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
 
 use crate::gguf::TensorBytes;
-use crate::threadpool::ThreadPool;
+use crate::threadpool::{Disjoint, ThreadPool};
 
 /// The activation format a weight type's dot product pairs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +143,9 @@ impl Linear {
     }
 
     /// `out[t·rows + r]` for every token of `inp` (`out.len() == tokens · rows`), split
-    /// across the pool: by output panels/rows for one token, by tokens for a batch.
+    /// across the pool in items the threads claim as they go (`ThreadPool::run_items`):
+    /// blocks of output panels/rows for one token, blocks of tokens for a batch. Every
+    /// element is computed by the same arithmetic whichever item and thread it falls in.
     pub fn forward(&self, pool: &ThreadPool, inp: &Input, out: &mut [f32], isa: Isa) {
         let rows = self.rows();
         let t = inp.tokens;
@@ -152,68 +153,54 @@ impl Linear {
         assert_eq!(inp.cols, self.cols(), "linear input width");
         let n = pool.threads();
         if t == 1 {
+            // Items: ITEMS_PER_THREAD row blocks per thread, thread `i` starting on the
+            // rows a static split would give it (the panels it read last step stay warm).
+            let n_items = n * ITEMS_PER_THREAD;
             match self {
                 Linear::Packed(w) => {
-                    let ranges = w.split_panels(n);
-                    let outs: Vec<Mutex<&mut [f32]>> = w
-                        .split_out(out, &ranges)
-                        .into_iter()
-                        .map(Mutex::new)
-                        .collect();
-                    pool.run(|i| {
-                        let mut o = outs[i].lock().unwrap();
+                    let ranges = w.split_panels(n_items);
+                    let outs = Disjoint::from_pieces(w.split_out(out, &ranges));
+                    pool.run_items(n_items, |_, k| {
+                        if ranges[k].is_empty() {
+                            return; // a matrix of fewer panels than items
+                        }
+                        let mut o = outs.piece(k);
                         let act = &inp.packed;
                         if matches!(w.kind, Kind::SwiGlu) {
-                            matmul::gemv_swiglu(w, act, &mut o, ranges[i].clone(), isa);
+                            matmul::gemv_swiglu(w, act, &mut o, ranges[k].clone(), isa);
                         } else {
-                            matmul::gemv(w, act, &mut o, ranges[i].clone(), isa);
+                            matmul::gemv(w, act, &mut o, ranges[k].clone(), isa);
                         }
                     });
                 }
                 Linear::Generic { .. } => {
-                    let mut parts = Vec::with_capacity(n);
-                    let mut rest = &mut *out;
-                    for i in 0..n {
-                        let r = ThreadPool::split(rows, n, i);
-                        let (a, b) = std::mem::take(&mut rest).split_at_mut(r.len());
-                        parts.push((r, Mutex::new(a)));
-                        rest = b;
-                    }
-                    pool.run(|i| {
-                        let (r, o) = &parts[i];
-                        let mut o = o.lock().unwrap();
-                        self.gemv_rows(inp, r.clone(), &mut o);
+                    let split = |k| ThreadPool::split(rows, n_items, k);
+                    let outs = Disjoint::split(out, (0..n_items).map(|k| split(k).len()));
+                    pool.run_items(n_items, |_, k| {
+                        self.gemv_rows(inp, split(k), &mut outs.piece(k));
                     });
                 }
             }
         } else {
-            let mut parts = Vec::with_capacity(n);
-            let mut rest = &mut *out;
-            for i in 0..n {
-                let r = ThreadPool::split(t, n, i);
-                let (a, b) = std::mem::take(&mut rest).split_at_mut(r.len() * rows);
-                parts.push((r, Mutex::new(a)));
-                rest = b;
-            }
-            pool.run(|i| {
-                let (r, o) = &parts[i];
-                if r.is_empty() {
-                    return;
-                }
-                let mut o = o.lock().unwrap();
+            let block = token_block(t, n);
+            let n_items = t.div_ceil(block);
+            let toks = |k: usize| k * block..((k + 1) * block).min(t);
+            let outs = Disjoint::split(out, (0..n_items).map(|k| toks(k).len() * rows));
+            pool.run_items(n_items, |_, k| {
+                let mut o = outs.piece(k);
                 match self {
                     Linear::Packed(w) => {
                         matmul::gemm_tokens(
                             w,
                             &inp.packed,
-                            r.clone(),
+                            toks(k),
                             &mut o,
                             rows,
                             0..w.panels(),
                             isa,
                         );
                     }
-                    Linear::Generic { .. } => self.gemm_rows_f32(inp, r.clone(), &mut o),
+                    Linear::Generic { .. } => self.gemm_rows_f32(inp, toks(k), &mut o),
                 }
             });
         }
@@ -251,6 +238,23 @@ impl Linear {
                 out[j * rows + r] = dot_f32(&wrow, inp.row(t));
             }
         }
+    }
+}
+
+/// Row blocks per thread of a one-token matmul: enough that a preempted or slower thread
+/// holds up a step by an eighth of its share at most, few enough that the per-item cost
+/// (a claim, a lock, a kernel call) stays below 1 % of a decode matmul.
+const ITEMS_PER_THREAD: usize = 8;
+
+/// Tokens per item of a batched matmul: the kernels' token chunk (a multiple of every
+/// token tile), so items add no tile tails; fewer tokens than that per thread split evenly.
+const TOKEN_BLOCK: usize = 24;
+
+fn token_block(tokens: usize, threads: usize) -> usize {
+    if tokens >= TOKEN_BLOCK * threads {
+        TOKEN_BLOCK
+    } else {
+        tokens.div_ceil(threads).max(1)
     }
 }
 

@@ -9,6 +9,7 @@ use pocket_model::{Batch, LoadOptions, Model, ModelError, Numerics, Session, Ses
 
 mod common;
 use common::fixture;
+use pocket_model::sample_basic::argmax;
 
 const PROMPTS: [&str; 4] = [
     "The capital of France is",
@@ -25,16 +26,6 @@ fn opts(n_seq: usize) -> SessionOptions {
         n_seq,
         ..Default::default()
     }
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {

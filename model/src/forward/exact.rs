@@ -315,7 +315,7 @@ fn matmul(pool: &ThreadPool, lin: &Linear, x: &[f32], tokens: usize, out: &mut V
     // lock per share and matrix: no contention worth measuring beside the dots).
     let dst = std::sync::Mutex::new(&mut out[..]);
     let nth = pool.threads();
-    pool.run(|i| {
+    pool.run_items(nth, |_, i| {
         let mine = ThreadPool::split(rows, nth, i);
         let mut vals = Vec::with_capacity(mine.len() * tokens);
         for r in mine.clone() {

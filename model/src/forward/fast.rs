@@ -118,7 +118,8 @@ impl LayerOps for FastOps {
         let gw = group * hd;
         let nth = cx.pool.threads();
         // Work items (block of up to BT consecutive tokens of one sequence, KV head, part
-        // of its query heads), dealt round-robin (later tokens see more keys). Few items
+        // of its query heads), claimed as the threads go (later tokens see more keys, so a
+        // static split would be uneven; claiming evens it out). Few items
         // (decode; one KV head, gemma3): the group's query heads are split so every thread
         // has work.
         const BT: usize = 8;
@@ -135,41 +136,37 @@ impl LayerOps for FastOps {
         let out = Mutex::new(&mut att[..]);
         let (rows, live, scratch, isa, q) =
             (&job.batch.rows, job.live, &self.scratch, self.isa, &*q);
-        cx.pool.run(|i| {
-            let mut guard = scratch[i].lock().unwrap();
+        cx.pool.run_items(items, |me, idx| {
+            let mut guard = scratch[me].lock().unwrap();
             let (s, o) = &mut *guard;
-            let mut idx = i;
-            while idx < items {
-                let (blk, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
-                let (g, p) = (rest / parts, rest % parts);
-                let hr = ThreadPool::split(group, parts, p);
-                let tb = blocks[blk].clone();
-                let t = live[tb.start];
-                let first = &rows[t];
-                let (a, len) = (g * gw + hr.start * hd, hr.len() * hd);
-                o.resize(tb.len() * len, 0.0);
-                attend_block(
-                    &job.seqs[first.seq].cache,
-                    job.l,
-                    g,
-                    hd,
-                    &q[t * qd + a..],
-                    qd,
-                    len,
-                    first.pos,
-                    window,
-                    c.attn_scale,
-                    o,
-                    s,
-                    isa,
-                );
-                let mut att = out.lock().unwrap();
-                for (k, r) in o.chunks_exact(len).enumerate() {
-                    att[(tb.start + k) * qd + a..][..len].copy_from_slice(r);
-                }
-                drop(att);
-                idx += nth;
+            let (blk, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
+            let (g, p) = (rest / parts, rest % parts);
+            let hr = ThreadPool::split(group, parts, p);
+            let tb = blocks[blk].clone();
+            let t = live[tb.start];
+            let first = &rows[t];
+            let (a, len) = (g * gw + hr.start * hd, hr.len() * hd);
+            o.resize(tb.len() * len, 0.0);
+            attend_block(
+                &job.seqs[first.seq].cache,
+                job.l,
+                g,
+                hd,
+                &q[t * qd + a..],
+                qd,
+                len,
+                first.pos,
+                window,
+                c.attn_scale,
+                o,
+                s,
+                isa,
+            );
+            let mut att = out.lock().unwrap();
+            for (k, r) in o.chunks_exact(len).enumerate() {
+                att[(tb.start + k) * qd + a..][..len].copy_from_slice(r);
             }
+            drop(att);
         });
     }
 

@@ -5,6 +5,7 @@
 
 use super::Drafter;
 use crate::forward::{Model, Result, Session};
+use crate::sample_basic::argmax;
 
 /// Why a model cannot draft for another.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,16 +59,6 @@ pub fn check_vocab(draft: &Model, target: &Model) -> std::result::Result<(), Dra
         }
     }
     Ok(())
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 impl Drafter for DraftModel<'_> {
