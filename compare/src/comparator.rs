@@ -19,6 +19,9 @@ pub struct Plan {
     pub threads: Vec<u32>,
     /// Repetitions per engine, each a fresh process.
     pub reps: u32,
+    /// Also measure every cell with a busy loop pinned to this CPU (`--contention`): each
+    /// cell quiet, then busy, so both land in one receipt.
+    pub contention: Option<u32>,
 }
 
 /// Measures `plan` on pocket and `references`; `progress` hears one line per repetition.
@@ -47,14 +50,26 @@ pub fn run(
             |n| n.to_string_lossy().into_owned(),
         );
         for &test in &plan.tests {
-            for &threads in &plan.threads {
+            let quiet_then_busy = std::iter::once(None).chain(plan.contention.map(Some));
+            let cells = plan
+                .threads
+                .iter()
+                .flat_map(|&t| quiet_then_busy.clone().map(move |b| (t, b)));
+            for (threads, busy_cpu) in cells {
                 let cell = Cell {
                     model,
                     name: &name,
                     test,
                     threads,
                 };
+                let busy = crate::contention::busy(busy_cpu)?;
+                if let Some(cpu) = busy_cpu {
+                    progress(&format!(
+                        "{name} {test} t{threads}: a busy loop on CPU {cpu}"
+                    ));
+                }
                 let (ours, theirs) = cell.measure(plan.reps, pocket, references, &mut progress)?;
+                drop(busy);
                 // Mainline llama-bench's model_size is the tensor bytes a decoded token
                 // reads, and pocket prints the same; ik_llama.cpp counts its own way.
                 let model_bytes = theirs
@@ -69,7 +84,7 @@ pub fn run(
                     .iter()
                     .map(|(k, s)| (*k, EngineSamples::from_samples(s)))
                     .collect();
-                receipt.results.push(Comparison::new(
+                let mut row = Comparison::new(
                     &name,
                     model_bytes,
                     test,
@@ -77,7 +92,9 @@ pub fn run(
                     EngineSamples::from_samples(&ours),
                     engines,
                     bandwidth.as_ref(),
-                ));
+                );
+                row.busy_cpu = busy_cpu;
+                receipt.results.push(row);
             }
         }
     }

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 /// What went wrong, printed to the user as `error: ...`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `--contention` named a CPU the process may not run on.
+    #[error(transparent)]
+    Contention(#[from] crate::contention::ContentionError),
     /// A command refused its flags.
     #[error(transparent)]
     Cli(#[from] crate::cli::CliError),

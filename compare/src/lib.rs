@@ -14,6 +14,7 @@ pub mod bench_row;
 pub mod breakdown;
 pub mod cli;
 pub mod comparator;
+pub mod contention;
 pub mod engine;
 pub mod error;
 pub mod gate;

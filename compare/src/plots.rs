@@ -37,14 +37,14 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
             if one_model {
                 format!("{} t{}", c.test, c.threads)
             } else {
-                format!("{} {} t{}", short(&c.model), c.test, c.threads)
+                format!("{} {} t{}", short(&c.label()), c.test, c.threads)
             }
         })
         .collect();
     let names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
     let over = format!("pocket speedup over {}", names.join(", "));
     let caption = match receipt.results.first() {
-        Some(c) if one_model => format!("{over}: {}", short(&c.model)),
+        Some(c) if one_model => format!("{over}: {}", short(&c.label())),
         _ => over,
     };
     // (group, slot in the group, engine, speedup) of every bar.
@@ -220,7 +220,7 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
                     if one_model {
                         format!("roof {r:.1}")
                     } else {
-                        format!("roof {} {r:.1}", short(&c.model))
+                        format!("roof {} {r:.1}", short(&c.label()))
                     },
                     (x - 0.3, r + top * 0.02),
                     ("sans-serif", 11),

@@ -156,6 +156,9 @@ pub struct Comparison {
     /// Each reference engine's samples.
     pub engines: BTreeMap<EngineKind, EngineSamples>,
     pub derived: Derived,
+    /// Measured with a busy loop pinned to this CPU (`--contention`), absent when quiet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_cpu: Option<u32>,
 }
 
 /// One engine's repetitions (each in a fresh process), index-aligned.
@@ -266,6 +269,16 @@ impl Comparison {
             pocket,
             engines,
             derived,
+            busy_cpu: None,
+        }
+    }
+
+    /// The model's file name, and the busy CPU when measured under contention: how
+    /// reports, plots and the gate name the row's model.
+    pub fn label(&self) -> String {
+        match self.busy_cpu {
+            Some(cpu) => format!("{} [CPU {cpu} busy]", self.model),
+            None => self.model.clone(),
         }
     }
 
@@ -288,7 +301,7 @@ impl Comparison {
 
     /// `model test tN`, how reports and the gate name a comparison.
     pub fn key(&self) -> (String, Test, u32) {
-        (self.model.clone(), self.test, self.threads)
+        (self.label(), self.test, self.threads)
     }
 }
 

@@ -35,7 +35,8 @@ pub fn write_results_dir(receipt: &Receipt, root: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-const CSV_HEADER: &str = "model,model_bytes,test,threads,engine,rep,ts,peak_rss_bytes,setup_ms";
+const CSV_HEADER: &str =
+    "model,model_bytes,test,threads,engine,rep,ts,peak_rss_bytes,setup_ms,busy_cpu";
 
 /// One line per (comparison, engine, repetition).
 pub fn results_csv(receipt: &Receipt) -> String {
@@ -47,7 +48,7 @@ pub fn results_csv(receipt: &Receipt) -> String {
             for i in 0..s.ts.len() {
                 let _ = writeln!(
                     out,
-                    "\"{}\",{},{},{},{engine},{},{},{},{:.1}",
+                    "\"{}\",{},{},{},{engine},{},{},{},{:.1},{}",
                     c.model.replace('"', "\"\""),
                     c.model_bytes.map_or(String::new(), |b| b.to_string()),
                     c.test,
@@ -55,7 +56,8 @@ pub fn results_csv(receipt: &Receipt) -> String {
                     i + 1,
                     s.ts[i],
                     s.peak_rss_bytes[i],
-                    s.setup_ms[i]
+                    s.setup_ms[i],
+                    c.busy_cpu.map_or(String::new(), |b| b.to_string())
                 );
             }
         }
@@ -203,7 +205,7 @@ fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
         let _ = write!(
             out,
             "| {} | {} | {} | {:.2} ± {:.2} |",
-            plots::short(&c.model),
+            plots::short(&c.label()),
             c.test,
             c.threads,
             d.pocket_ts_mean,
@@ -239,7 +241,7 @@ fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
         let _ = write!(
             out,
             "| {} | {} | {} | {} |",
-            plots::short(&c.model),
+            plots::short(&c.label()),
             c.test,
             c.threads,
             mib(d.pocket_peak_rss_bytes)
@@ -305,7 +307,7 @@ fn decode_table(out: &mut String, decode: &[&Comparison], engines: &[EngineKind]
         let _ = write!(
             out,
             "| {} | {} | {} | {} | {} | {:.2} | {} |",
-            plots::short(&c.model),
+            plots::short(&c.label()),
             c.test,
             c.threads,
             c.model_bytes.map_or("—".into(), mib),

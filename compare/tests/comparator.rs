@@ -90,6 +90,7 @@ fn scripted_engines_fill_a_receipt() {
         tests: vec![Test::tg(8), Test::pp(32)],
         threads: vec![1, 2],
         reps: 3,
+        contention: None,
     };
     let mut lines = 0;
     let refs: [&dyn Reference; 2] = [&llama, &ik];
@@ -146,6 +147,7 @@ fn scripted_engines_fill_a_receipt() {
     );
     let zero = Plan {
         reps: 0,
+        contention: None,
         ..plan.clone()
     };
     let new = || comparator::new_receipt(None, Path::new("."));
@@ -167,6 +169,7 @@ fn llama_cpp_against_itself() {
         tests: vec![Test::tg(8)],
         threads: vec![1],
         reps: 1,
+        contention: None,
     };
     let receipt = comparator::new_receipt(None, Path::new(env!("CARGO_MANIFEST_DIR")));
     assert_ne!(

@@ -266,6 +266,7 @@ fn args() -> CompareArgs {
         no_parity: false,
         no_bandwidth: false,
         placement: PlacementArgs::default(),
+        contention: None,
     }
 }
 

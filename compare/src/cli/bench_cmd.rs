@@ -3,7 +3,7 @@
 //!   pocket bench -m MODEL[,MODEL...] [-p 512[,128]] [-n 128] [-pg 512,128] [-r 5]
 //!                [-t 2[,1]] [-o md|csv|json|jsonl|sql]
 //!                [--cpu-mask HEX] [--cpu-strict 0|1] [--poll 0..100]
-//!                [--breakdown] [--profile FILE.svg|FILE.pb]
+//!                [--breakdown] [--profile FILE.svg|FILE.pb] [--contention CPU]
 //!
 //! Lists are comma-separated as in llama-bench; `-p 0` / `-n 0` drop those tests.
 
@@ -47,6 +47,9 @@ pub struct BenchArgs {
     /// flamegraph, FILE.pb for the pprof protobuf (`go tool pprof`).
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
+    /// Run every test with a busy loop pinned to CPU (the app's own work on a shared core).
+    #[arg(long, value_name = "CPU")]
+    pub contention: Option<u32>,
 }
 
 impl BenchArgs {
@@ -92,6 +95,10 @@ pub fn run(args: BenchArgs) -> CliResult {
             Some(p) => Some(crate::profiling::Profile::start(p)?),
             None => None,
         };
+        let busy = crate::contention::busy(args.contention)?;
+        if let Some(cpu) = args.contention {
+            eprintln!("contention: a busy loop pinned to CPU {cpu} runs during every test");
+        }
         for &t in &threads {
             for &test in &tests {
                 let row = pocket_bench::bench_test_with(&loaded, test, t, args.reps, &opts)?;
@@ -110,6 +117,7 @@ pub fn run(args: BenchArgs) -> CliResult {
                 rows.push(row);
             }
         }
+        drop(busy);
         if let (Some(p), Some(path)) = (profile, &args.profile) {
             let n = p.finish()?;
             eprintln!("profile: {n} samples -> {}", path.display());

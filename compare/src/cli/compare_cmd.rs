@@ -83,6 +83,10 @@ pub struct CompareArgs {
     /// Where a comparison or --report writes its results directory (default: results).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["history", "baseline"])]
     pub results: Option<PathBuf>,
+    /// Measure every test twice: quiet, then with a busy loop pinned to CPU (the app's
+    /// own work on a shared core); both rows go into the receipt.
+    #[arg(long, value_name = "CPU")]
+    pub contention: Option<u32>,
 }
 
 pub fn run(args: CompareArgs) -> CliResult {

@@ -120,13 +120,15 @@ pub fn run(args: &CompareArgs) -> CliResult {
         tests,
         threads: threads.clone(),
         reps: args.reps,
+        contention: args.contention,
     };
 
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut receipt = comparator::new_receipt(None, &repo);
     receipt.placement = Some(PlacementRecord::from(&placement));
 
-    let total = (plan.models.len() * plan.tests.len() * plan.threads.len()) as u64
+    let conditions = 1 + plan.contention.is_some() as usize;
+    let total = (plan.models.len() * plan.tests.len() * plan.threads.len() * conditions) as u64
         * u64::from(plan.reps)
         * (engines.len() as u64 + 1);
     let bar = ProgressBar::new(total);
@@ -206,7 +208,7 @@ fn print_summary(receipt: &Receipt) {
         let d = &c.derived;
         let mut line = format!(
             "{:<40} {:>7} t{}  pocket {:>9.2} t/s {:>4.0} MiB",
-            c.model,
+            c.label(),
             c.test.to_string(),
             c.threads,
             d.pocket_ts_mean,

@@ -14,7 +14,7 @@ use clap::Parser;
 use super::engine_args::positive;
 use super::CliResult;
 use crate::serve_bench::server::Engine;
-use crate::serve_bench::{self, report, Plan};
+use crate::serve_bench::{self, report, Plan, Workload};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -53,6 +53,38 @@ pub struct ServeBenchArgs {
     /// Where the results directory goes.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub results: PathBuf,
+    /// The prompt's text: `repeat` (one paragraph repeated: copy-heavy) or `prose`.
+    #[arg(long, value_enum, default_value = "repeat")]
+    pub workload: Workload,
+    /// Speculative decoding in both servers (llama-server's `--spec-type`): none or
+    /// ngram-simple.
+    #[arg(long = "spec-type", value_enum, default_value = "none")]
+    pub spec_type: BenchSpec,
+    /// Most drafted tokens per verify step in both servers (`--spec-draft-n-max`).
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub spec_draft_n_max: usize,
+}
+
+/// Speculative decoding both servers can run from flags alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchSpec {
+    None,
+    NgramSimple,
+}
+
+impl ServeBenchArgs {
+    /// The speculative decoding flags both servers get.
+    pub fn server_args(&self) -> Vec<String> {
+        match self.spec_type {
+            BenchSpec::None => Vec::new(),
+            BenchSpec::NgramSimple => vec![
+                "--spec-type".into(),
+                "ngram-simple".into(),
+                "--spec-draft-n-max".into(),
+                self.spec_draft_n_max.to_string(),
+            ],
+        }
+    }
 }
 
 fn positive_usize(s: &str) -> Result<usize, String> {
@@ -111,6 +143,8 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
             .unwrap_or_else(crate::pocket_bench::default_threads),
         repetitions: args.reps,
         engines,
+        workload: args.workload,
+        server_args: args.server_args(),
         pocket_exe: std::env::current_exe()?,
         llama_server,
     };

@@ -111,6 +111,7 @@ impl From<ComparisonV1> for Comparison {
                 engines: BTreeMap::from([(EngineKind::LlamaCpp, versus)]),
                 roofline_ts: d.roofline_ts,
             },
+            busy_cpu: None,
         }
     }
 }

@@ -98,6 +98,9 @@ pub struct ServeArgs {
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 8 << 20)]
     pub max_body: usize,
+    /// Speculative decoding in every slot (llama-server's flags; see `pocket run --help`).
+    #[command(flatten)]
+    pub spec: crate::cli::spec_args::SpecArgs,
     #[command(flatten)]
     pub sampling: DefaultSampling,
 }
@@ -148,6 +151,7 @@ const LONG_FORMS: &[(&str, &str)] = &[
     ("-np", "--parallel"),
     ("-ctk", "--cache-type-k"),
     ("-ctv", "--cache-type-v"),
+    ("-md", "--spec-draft-model"),
 ];
 
 /// Flags that change nothing on a CPU engine: (flag, takes a value).
@@ -186,8 +190,6 @@ const REFUSED: &[&str] = &[
     "--lora",
     "--lora-scaled",
     "--mmproj",
-    "-md",
-    "--model-draft",
     "--draft",
     "--embedding",
     "--embeddings",
@@ -296,6 +298,9 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, ArgsError> {
             args.parallel,
             args.ctx_size / args.parallel
         )));
+    }
+    if let Err(e) = args.spec.kind() {
+        return Err(ArgsError::Invalid(e.to_string()));
     }
     Ok(Parsed { args, ignored })
 }

@@ -11,6 +11,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::Instant;
 
+use pocket_model::speculative::Speculator;
 use pocket_model::{Batch, Session};
 
 use super::job::{Event, Finish, Job};
@@ -19,9 +20,20 @@ use super::probs::token_probs;
 use super::slot::{Active, Outcome};
 use super::state::Shared;
 
+/// A slot's logits rows in a step: its next token's row and one per draft after it (or
+/// the prompt's last row); `len`: the slot's cache length before the step.
+struct Want {
+    slot: usize,
+    len: usize,
+    drafts: Vec<u32>,
+}
+
 pub struct Engine<'m> {
     s: Session<'m>,
     slots: Vec<Option<Active>>,
+    /// Each slot's speculative drafter (`--spec-type`), kept across requests (a draft
+    /// model's cache then reuses the slot's prefix).
+    specs: Vec<Option<Speculator<'m>>>,
     pending: VecDeque<Job>,
     n_batch: usize,
     shared: Arc<Shared>,
@@ -30,11 +42,20 @@ pub struct Engine<'m> {
 }
 
 impl<'m> Engine<'m> {
-    pub fn new(s: Session<'m>, n_batch: usize, shared: Arc<Shared>) -> Engine<'m> {
+    /// The engine over `s`'s sequences; `specs`: a drafter per slot, or none at all.
+    pub fn new(
+        s: Session<'m>,
+        specs: Vec<Option<Speculator<'m>>>,
+        n_batch: usize,
+        shared: Arc<Shared>,
+    ) -> Engine<'m> {
         let n = s.n_seq();
+        let mut specs = specs;
+        specs.resize_with(n, || None);
         Engine {
             s,
             slots: (0..n).map(|_| None).collect(),
+            specs,
             pending: VecDeque::new(),
             n_batch,
             shared,
@@ -135,14 +156,27 @@ impl<'m> Engine<'m> {
     /// One forward batch over every busy slot.
     fn step(&mut self) {
         let mut batch = Batch::new();
-        let mut wants: Vec<usize> = Vec::new(); // the slot of each logits row
+        let mut wants: Vec<Want> = Vec::new(); // in the order of the logits rows
         let (mut gen_rows, mut prompt_rows) = (0usize, 0usize);
-        for (i, a) in self.slots.iter().enumerate() {
-            if let Some(t) = a.as_ref().and_then(|a| a.next_token) {
-                batch.add(t, self.s.seq_len(i), i, true);
-                wants.push(i);
-                gen_rows += 1;
+        for i in 0..self.slots.len() {
+            let Some(a) = self.slots[i].as_ref() else {
+                continue;
+            };
+            let Some(t) = a.next_token else {
+                continue;
+            };
+            let len = self.s.seq_len(i);
+            let drafts = self.draft(i, t, len, gen_rows);
+            batch.add(t, len, i, true);
+            for (k, &d) in drafts.iter().enumerate() {
+                batch.add(d, len + 1 + k, i, true);
             }
+            gen_rows += 1 + drafts.len();
+            wants.push(Want {
+                slot: i,
+                len,
+                drafts,
+            });
         }
         let mut budget = self.n_batch.saturating_sub(gen_rows).max(1);
         for (i, a) in self.slots.iter().enumerate() {
@@ -160,7 +194,12 @@ impl<'m> Engine<'m> {
                 let last = idx + 1 == p.len();
                 batch.add(p[idx], pos0 + k, i, last);
                 if last {
-                    wants.push(i);
+                    // The prompt's last row: its logits give the first token.
+                    wants.push(Want {
+                        slot: i,
+                        len: pos0 + k,
+                        drafts: Vec::new(),
+                    });
                 }
             }
             budget -= n;
@@ -193,20 +232,84 @@ impl<'m> Engine<'m> {
             m.predicted_seconds += secs * gen_rows as f64 / total;
         }
         let n_vocab = self.s.model.config.n_vocab;
-        for (k, &slot) in wants.iter().enumerate() {
-            self.sample_and_accept(slot, &logits[k * n_vocab..(k + 1) * n_vocab]);
+        let mut row = 0;
+        for w in wants {
+            let rows = &logits[row * n_vocab..(row + 1 + w.drafts.len()) * n_vocab];
+            row += 1 + w.drafts.len();
+            self.verify(&w, rows, n_vocab);
         }
     }
 
-    fn sample_and_accept(&mut self, slot: usize, logits: &[f32]) {
+    /// Drafts for slot `i`, whose next token is `next` and cache holds `len` tokens, when
+    /// it has a drafter and room (context, tokens left, batch rows beside `rows_so_far`).
+    fn draft(&mut self, i: usize, next: u32, len: usize, rows_so_far: usize) -> Vec<u32> {
+        let (Some(spec), Some(a)) = (self.specs[i].as_mut(), self.slots[i].as_ref()) else {
+            return Vec::new();
+        };
+        // Row 0 emits a token too, so a step may emit 1 + drafts tokens.
+        let left = a.remaining().unwrap_or(usize::MAX).saturating_sub(1);
+        let ctx = self.s.n_ctx().saturating_sub(len + 1);
+        let rows = self.n_batch.saturating_sub(rows_so_far + 1);
+        let room = left.min(ctx).min(rows);
+        match spec.draft(self.s.seq_tokens(i), next, room) {
+            Ok(d) => d,
+            Err(e) => {
+                // A failing draft model costs the speculation, not the request.
+                eprintln!("warning: slot {i}: drafting failed ({e}); decoding without drafts");
+                self.specs[i] = None;
+                Vec::new()
+            }
+        }
+    }
+
+    /// Samples slot `w.slot`'s tokens from its logits rows (`1 + drafts`, `n_vocab` each):
+    /// row `j` is sampled exactly as plain decoding would sample that position, and the
+    /// next row is used only while the sample equals the draft the row was fed. The cache
+    /// is cut back to the rows whose tokens were kept.
+    fn verify(&mut self, w: &Want, rows: &[f32], n_vocab: usize) {
+        let mut j = 0;
+        loop {
+            let token = self.sample_and_accept(
+                w.slot,
+                &rows[j * n_vocab..(j + 1) * n_vocab],
+                w.len + 1 + j,
+            );
+            let live = self.slots[w.slot].is_some();
+            if !live || j == w.drafts.len() || token != Some(w.drafts[j]) {
+                break;
+            }
+            j += 1;
+        }
+        if w.drafts.is_empty() {
+            return;
+        }
+        // Rows 0..=j fed tokens that stay (the next token and the j kept drafts).
+        self.s.truncate_seq(w.slot, w.len + 1 + j);
+        let kept = j.min(w.drafts.len());
+        if let Some(spec) = self.specs[w.slot].as_mut() {
+            spec.verified(w.drafts.len(), kept);
+        }
+        if let Some(a) = self.slots[w.slot].as_mut() {
+            a.timings.draft_n += w.drafts.len();
+            a.timings.draft_n_accepted += kept;
+        }
+        let mut m = self.shared.metrics.lock().unwrap();
+        m.draft_tokens += w.drafts.len() as u64;
+        m.draft_tokens_accepted += kept as u64;
+        m.drafts += 1;
+    }
+
+    /// Samples and takes slot `slot`'s next token from `logits`; `seq_len`: the cache
+    /// length plain decoding would have at this point. The token, unless the request
+    /// wanted none.
+    fn sample_and_accept(&mut self, slot: usize, logits: &[f32], seq_len: usize) -> Option<u32> {
         let model = self.s.model;
         let tok = &model.tokenizer;
-        let (seq_len, n_ctx) = (self.s.seq_len(slot), self.s.n_ctx());
-        let Some(a) = self.slots[slot].as_mut() else {
-            return;
-        };
+        let n_ctx = self.s.n_ctx();
+        let a = self.slots[slot].as_mut()?;
         if a.wants_no_tokens() {
-            return self.finish(slot, Finish::Limit);
+            self.finish(slot, Finish::Limit);
+            return None;
         }
         let token = if !a.job.settings.logit_bias.is_empty() {
             self.masked.clear();
@@ -232,6 +335,7 @@ impl<'m> Engine<'m> {
         if let Outcome::Finished(f) = a.accept(tok, token, probs, seq_len, n_ctx) {
             self.finish(slot, f);
         }
+        Some(token)
     }
 
     fn finish(&mut self, slot: usize, f: Finish) {

@@ -106,6 +106,9 @@ pub struct JobTimings {
     pub prompt_ms: f64,
     pub predicted_n: usize,
     pub predicted_ms: f64,
+    /// Speculative decoding: tokens drafted and verified, and how many were kept.
+    pub draft_n: usize,
+    pub draft_n_accepted: usize,
 }
 
 impl JobTimings {
@@ -115,7 +118,7 @@ impl JobTimings {
         // As llama-server: generation rates count decode steps, and the first token is
         // free (it comes from the logits of the prompt's last batch).
         let steps = self.predicted_n.saturating_sub(1);
-        json!({
+        let mut t = json!({
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
             "prompt_ms": self.prompt_ms,
@@ -125,7 +128,13 @@ impl JobTimings {
             "predicted_ms": self.predicted_ms,
             "predicted_per_token_ms": per_tok(self.predicted_ms, steps),
             "predicted_per_second": per_s(self.predicted_ms, steps),
-        })
+        });
+        // As llama-server: the draft counts only when something was drafted.
+        if self.draft_n > 0 {
+            t["draft_n"] = json!(self.draft_n);
+            t["draft_n_accepted"] = json!(self.draft_n_accepted);
+        }
+        t
     }
 }
 

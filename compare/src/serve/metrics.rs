@@ -24,6 +24,10 @@ pub struct Metrics {
     /// Requests that ended because their client went away (pocket's own counter).
     pub requests_cancelled: u64,
     pub requests_done: u64,
+    /// Speculative decoding: tokens drafted (and verified), kept, and verify steps.
+    pub draft_tokens: u64,
+    pub draft_tokens_accepted: u64,
+    pub drafts: u64,
 }
 
 /// What `/slots` shows of one slot.
@@ -94,21 +98,20 @@ impl Metrics {
                 "Largest observed n_tokens.",
                 self.n_tokens_max as f64,
             ),
-            // pocket has no speculative decoding: llama-server's counters of it stay 0.
             (
                 "spec_decode_num_draft_tokens_total",
-                "Number of draft tokens generated (pocket: no speculative decoding).",
-                0.0,
+                "Speculative: Total draft tokens generated",
+                self.draft_tokens as f64,
             ),
             (
                 "spec_decode_num_accepted_tokens_total",
-                "Number of draft tokens accepted (pocket: no speculative decoding).",
-                0.0,
+                "Speculative: Total draft tokens accepted by the target model",
+                self.draft_tokens_accepted as f64,
             ),
             (
                 "spec_decode_num_drafts_total",
-                "Number of drafts generated (pocket: no speculative decoding).",
-                0.0,
+                "Speculative: Total speculative decoding verification steps",
+                self.drafts as f64,
             ),
         ];
         let gauges: [(&str, &str, f64); 5] = [

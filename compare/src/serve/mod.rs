@@ -102,9 +102,24 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
         o.n_threads = t.max(1);
     }
     let session = Session::try_new(&model, o)?;
+    // Speculative decoding: a drafter per slot; a draft model's sessions run on the
+    // engine thread alone (one thread each: the target's pool waits meanwhile).
+    let draft = match a.spec.draft_path()? {
+        Some(p) => Some(Model::load_with(p, LoadOptions::default())?),
+        None => None,
+    };
+    let draft_opts = SessionOptions {
+        n_ctx: n_ctx_slot,
+        n_threads: 1,
+        pin: false,
+        ..Default::default()
+    };
+    let specs = (0..a.parallel)
+        .map(|_| a.spec.speculator(&model, draft.as_ref(), draft_opts))
+        .collect::<crate::Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::channel();
     let threads = session.threads();
-    let engine = engine::Engine::new(session, a.batch_size, app.shared.clone());
+    let engine = engine::Engine::new(session, specs, a.batch_size, app.shared.clone());
     // /slots lists every slot from the moment the server is ready.
     engine.publish();
     let loaded = Loaded {
@@ -117,12 +132,19 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
         return Err(crate::Error::Serve("the model was loaded twice"));
     }
     eprintln!(
-        "pocket serve: model loaded in {:.0} ms; {} slots of {} tokens, {} threads, {}",
+        "pocket serve: model loaded in {:.0} ms; {} slots of {} tokens, {} threads, {}{}",
         t0.elapsed().as_secs_f64() * 1e3,
         a.parallel,
         n_ctx_slot,
         threads,
-        model.isa.name()
+        model.isa.name(),
+        match a.spec.kind()? {
+            crate::cli::spec_args::SpecKind::None => String::new(),
+            k => format!(
+                ", speculative decoding {k:?} (up to {} drafts)",
+                a.spec.spec_draft_n_max
+            ),
+        }
     );
     engine.run(rx);
     Ok(())

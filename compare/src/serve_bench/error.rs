@@ -46,6 +46,8 @@ pub enum ServeBenchError {
     },
     #[error("the tokenizer gave no tokens for the prompt text")]
     EmptyPrompt,
+    #[error("the prose workload has {tokens} tokens, fewer than -p {n_prompt}: lower -p")]
+    ProseTooShort { tokens: usize, n_prompt: usize },
     #[error("interrupted (Ctrl-C); the servers were stopped")]
     Interrupted,
     #[error(transparent)]

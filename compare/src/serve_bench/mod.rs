@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
@@ -28,7 +29,21 @@ pub use error::ServeBenchError;
 use receipt::{Batch, Level, ModelResult, ServeReceipt, Settings};
 use server::{Engine, Launch, ServerProcess};
 
-/// Text the fixed prompt is cut from (tokenized by the first server, then repeated).
+/// Which text the prompt is cut from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// One paragraph repeated to the prompt's length: the continuation copies it, as an
+    /// extraction answer copies its input (where n-gram drafts are kept).
+    Repeat,
+    /// Prose without repetition (PROSE_TEXT, cut to the prompt's length).
+    Prose,
+}
+
+/// Text without repeats, ~300 tokens, for the prose workload.
+const PROSE_TEXT: &str = "Marta had kept the lighthouse for eleven winters before the     letter came. It arrived folded twice, smelling faintly of diesel and oranges, and it     asked her, in a careful hand she did not recognise, to meet a stranger at the harbour     on the first calm morning of spring. She read it by the lamp, turned it over, found     nothing on the back but a drawing of a small boat with a red sail. The island had no     red sails; the fishermen painted theirs grey, or left them the colour of old bread.     For a week she told herself she would not go. She mended the stove, counted the tins     in the pantry, wrote the weather in the log with more care than usual, and watched     the sea as if it might answer for her. On the eighth day the wind dropped, the gulls     came back to the rocks, and the water lay so flat that the mainland hills seemed to     float above it. She put on her good coat, the one with the brass buttons her father     had sewn on, and walked down the cliff path before she could change her mind. ";
+
+/// Text the repeat prompt is cut from (tokenized by the first server, then repeated).
 const PROMPT_TEXT: &str = "The history of the city begins with a small settlement on the \
     river, where farmers and traders met to exchange grain, wool and tools. Over the \
     centuries it grew into a market town, then a port, and finally a capital whose \
@@ -45,6 +60,10 @@ pub struct Plan {
     pub threads: u32,
     pub repetitions: u32,
     pub engines: Vec<Engine>,
+    /// The prompt's text: repeated (copy-heavy) or prose.
+    pub workload: Workload,
+    /// Flags both servers get (speculative decoding), recorded in the receipt.
+    pub server_args: Vec<String>,
     /// This program (started as `pocket serve`).
     pub pocket_exe: PathBuf,
     pub llama_server: PathBuf,
@@ -77,6 +96,8 @@ impl Plan {
             repetitions: self.repetitions,
             streams: self.streams.clone(),
             request: request_fields(self.n_predict).to_string(),
+            workload: Some(self.workload),
+            server_args: self.server_args.clone(),
         }
     }
 }
@@ -122,6 +143,7 @@ async fn bench(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
                 ctx_size: plan.ctx_size,
                 slots: streams,
                 threads: plan.threads,
+                extra: plan.server_args.clone(),
             };
             progress(&format!(
                 "{name}: {streams} stream(s): starting the servers"
@@ -134,7 +156,7 @@ async fn bench(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
             }
             let ids = match &prompt {
                 Some(p) => p.clone(),
-                None => fixed_prompt(servers[0].addr, plan.n_prompt).await?,
+                None => fixed_prompt(servers[0].addr, plan.n_prompt, plan.workload).await?,
             };
             prompt = Some(ids.clone());
             levels.extend(measure_level(plan, &name, streams, &servers, &ids).await?);
@@ -236,11 +258,19 @@ async fn run_batch(
 }
 
 /// `n` token ids: the server's tokens of [`PROMPT_TEXT`], repeated and cut.
-async fn fixed_prompt(addr: SocketAddr, n: usize) -> Result<Vec<u32>, ServeBenchError> {
+async fn fixed_prompt(
+    addr: SocketAddr,
+    n: usize,
+    workload: Workload,
+) -> Result<Vec<u32>, ServeBenchError> {
+    let text = match workload {
+        Workload::Repeat => PROMPT_TEXT,
+        Workload::Prose => PROSE_TEXT,
+    };
     let v = client::post_json(
         addr,
         "/tokenize",
-        &json!({"content": PROMPT_TEXT, "add_special": false}),
+        &json!({"content": text, "add_special": false}),
     )
     .await?;
     let ids: Vec<u32> = v["tokens"]
@@ -254,6 +284,12 @@ async fn fixed_prompt(addr: SocketAddr, n: usize) -> Result<Vec<u32>, ServeBench
         .unwrap_or_default();
     if ids.is_empty() {
         return Err(ServeBenchError::EmptyPrompt);
+    }
+    if workload == Workload::Prose && ids.len() < n {
+        return Err(ServeBenchError::ProseTooShort {
+            tokens: ids.len(),
+            n_prompt: n,
+        });
     }
     Ok(ids.iter().copied().cycle().take(n).collect())
 }

@@ -50,6 +50,12 @@ pub struct Settings {
     pub streams: Vec<usize>,
     /// The request body's constant fields.
     pub request: String,
+    /// The prompt's text (absent in receipts from before workloads: repeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<super::Workload>,
+    /// Flags both servers were started with beyond the common ones (speculative decoding).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_args: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -51,10 +51,18 @@ pub fn report_md(r: &ServeReceipt) -> String {
         "- each request: a {}-token prompt (the same token ids for both), {} generated tokens, `{}`",
         s.n_prompt, s.n_predict, s.request
     );
+    let workload = match s.workload {
+        Some(super::Workload::Prose) => "prose (no repeats)",
+        _ => "one paragraph repeated (copy-heavy)",
+    };
+    let _ = writeln!(out, "- prompt text: {workload}");
     let _ = writeln!(
         out,
-        "- both servers: `-c {} -np <streams> -t {}`; {} batch(es) of concurrent requests per level and engine, the engines alternating\n",
-        s.ctx_size, s.threads, s.repetitions
+        "- both servers: `-c {} -np <streams> -t {}{}`; {} batch(es) of concurrent requests per level and engine, the engines alternating\n",
+        s.ctx_size,
+        s.threads,
+        s.server_args.iter().map(|a| format!(" {a}")).collect::<String>(),
+        s.repetitions
     );
     out.push_str(
         "TTFT = time from sending a request to its first token event. Aggregate = generated \

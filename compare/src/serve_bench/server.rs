@@ -46,6 +46,8 @@ pub struct Launch {
     pub ctx_size: usize,
     pub slots: usize,
     pub threads: u32,
+    /// More flags both servers take alike (speculative decoding: `--spec-type ...`).
+    pub extra: Vec<String>,
 }
 
 /// A running server; killed on drop.
@@ -187,7 +189,9 @@ fn common_args(l: &Launch) -> Vec<String> {
         &l.threads.to_string(),
     ]
     .map(String::from)
-    .to_vec()
+    .into_iter()
+    .chain(l.extra.iter().cloned())
+    .collect()
 }
 
 fn port_arg(args: &[String]) -> SocketAddr {
@@ -248,6 +252,7 @@ mod tests {
             ctx_size: 2048,
             slots: 4,
             threads: 2,
+            extra: vec!["--spec-type".into(), "ngram-simple".into()],
         };
         let p = pocket_args(&l);
         let s = llama_server_args(&l, 4321);

@@ -1,0 +1,99 @@
+//! A busy core, standing in for the app's own work on a phone (its UI thread, or a
+//! slower little core): a thread pinned to one CPU that spins until dropped. `pocket bench
+//! --contention CPU` and `pocket compare --contention CPU` measure with one running
+//! (issue #19). Pinned through `core_affinity`, so the load sits on that CPU only and the
+//! engines' threads on it get about half of it under Linux's fair scheduler.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// A CPU that is not one this process may run on.
+#[derive(Debug, thiserror::Error)]
+#[error("--contention {cpu}: not a CPU this process may run on (CPUs: {available:?})")]
+pub struct ContentionError {
+    pub cpu: usize,
+    pub available: Vec<usize>,
+}
+
+/// The spinning thread; stops and joins when dropped.
+pub struct BusyLoop {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BusyLoop {
+    pub fn start(cpu: usize) -> Result<BusyLoop, ContentionError> {
+        let available: Vec<usize> = pocket_model::threadpool::process_cores()
+            .iter()
+            .map(|c| c.id)
+            .collect();
+        if !available.contains(&cpu) {
+            return Err(ContentionError { cpu, available });
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("busy-cpu{cpu}"))
+            .spawn(move || {
+                core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+                let mut x = 0u64;
+                while !flag.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+            .expect("spawn the busy loop");
+        Ok(BusyLoop {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for BusyLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `Some(cpu)` when measuring under contention: the busy loop for its duration.
+pub fn busy(cpu: Option<u32>) -> Result<Option<BusyLoop>, ContentionError> {
+    cpu.map(|c| BusyLoop::start(c as usize)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_outside_the_process_is_refused() {
+        let e = BusyLoop::start(100_000).err().expect("no CPU 100000");
+        assert!(e.to_string().contains("--contention 100000"), "{e}");
+    }
+
+    /// The loop really burns its CPU: its thread's CPU time grows while it runs.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_loop_spins_on_its_cpu_and_stops_when_dropped() {
+        let cpu = pocket_model::threadpool::process_cores()[0].id;
+        let before = process_cpu_seconds();
+        let b = BusyLoop::start(cpu).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        drop(b);
+        let used = process_cpu_seconds() - before;
+        assert!(used > 0.1, "the busy loop used {used} s of CPU in 0.3 s");
+    }
+
+    #[cfg(target_os = "linux")]
+    fn process_cpu_seconds() -> f64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split(' ').collect();
+        // utime, stime: fields 14 and 15 of stat, 12 and 13 after the command name.
+        let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+        ticks / 100.0
+    }
+}

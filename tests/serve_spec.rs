@@ -1,0 +1,172 @@
+//! `pocket serve --spec-type ...` on SmolLM2-135M-Instruct: speculative decoding in the
+//! server leaves the text unchanged (greedy, and sampled with a seed), with drafts
+//! counted in the response's `timings` (`draft_n`, `draft_n_accepted`, as llama-server)
+//! and in /metrics (`llamacpp:spec_decode_*`), also for concurrent requests.
+
+mod common;
+#[path = "serve/common.rs"]
+mod serve_common;
+
+use serde_json::{json, Value};
+use serve_common::Server;
+
+/// A prompt whose continuation copies from it: n-gram lookup drafts well here.
+const COPY_PROMPT: &str = "Repeat the list exactly.\nList: apple, banana, cherry, date, \
+    elderberry, fig, grape, honeydew, kiwi, lemon, mango.\nRepeat: apple, banana, cherry,";
+const PROSE_PROMPT: &str = "Once upon a time, in a small village by the sea,";
+
+fn completion(s: &Server, prompt: &str, extra: Value) -> Value {
+    let mut req =
+        json!({"prompt": prompt, "n_predict": 40, "temperature": 0, "cache_prompt": false});
+    for (k, v) in extra.as_object().unwrap() {
+        req[k] = v.clone();
+    }
+    s.post("/completion", &req)
+}
+
+#[test]
+fn ngram_speculation_in_the_server_keeps_the_text_and_counts_drafts() {
+    let model = common::smollm2();
+    let plain = Server::start(&model, &["-c", "2048", "-np", "2", "--metrics"]);
+    let spec = Server::start(
+        &model,
+        &[
+            "-c",
+            "2048",
+            "-np",
+            "2",
+            "--metrics",
+            "--spec-type",
+            "ngram-simple",
+            "--spec-ngram-simple-size-n",
+            "3",
+        ],
+    );
+    let mut drafted = 0;
+    for prompt in [COPY_PROMPT, PROSE_PROMPT] {
+        let a = completion(&plain, prompt, json!({}));
+        let b = completion(&spec, prompt, json!({}));
+        assert_eq!(
+            a["content"], b["content"],
+            "greedy text differs for {prompt:?}"
+        );
+        assert_eq!(a["tokens_predicted"], b["tokens_predicted"]);
+        assert!(
+            a["timings"].get("draft_n").is_none(),
+            "plain server drafted: {a}"
+        );
+        drafted += b["timings"]["draft_n"].as_u64().unwrap_or(0);
+        if prompt == COPY_PROMPT {
+            let t = &b["timings"];
+            assert!(
+                t["draft_n"].as_u64().unwrap() > 0,
+                "no drafts on the copy prompt: {t}"
+            );
+            assert!(
+                t["draft_n_accepted"].as_u64().unwrap() > 0,
+                "nothing kept: {t}"
+            );
+        }
+        // Sampling with a seed: the same tokens (each kept token is the target's own draw).
+        let sampled = json!({"temperature": 0.8, "seed": 42, "top_k": 40});
+        let a = completion(&plain, prompt, sampled.clone());
+        let b = completion(&spec, prompt, sampled);
+        assert_eq!(
+            a["content"], b["content"],
+            "seeded sampling differs for {prompt:?}"
+        );
+    }
+    let m_drafted = spec.metric("llamacpp:spec_decode_num_draft_tokens_total");
+    let m_kept = spec.metric("llamacpp:spec_decode_num_accepted_tokens_total");
+    assert!(
+        m_drafted >= drafted as f64 && m_drafted > 0.0,
+        "/metrics drafted {m_drafted}"
+    );
+    assert!(
+        m_kept > 0.0 && m_kept <= m_drafted,
+        "/metrics kept {m_kept} of {m_drafted}"
+    );
+    assert!(spec.metric("llamacpp:spec_decode_num_drafts_total") > 0.0);
+    assert_eq!(
+        plain.metric("llamacpp:spec_decode_num_draft_tokens_total"),
+        0.0
+    );
+
+    // Two requests at once (one batch carries both slots' drafts): each as alone.
+    let alone: Vec<Value> = [COPY_PROMPT, PROSE_PROMPT]
+        .iter()
+        .map(|p| completion(&plain, p, json!({})))
+        .collect();
+    let together: Vec<Value> = std::thread::scope(|sc| {
+        let hs: Vec<_> = [COPY_PROMPT, PROSE_PROMPT]
+            .iter()
+            .map(|p| {
+                let spec = &spec;
+                sc.spawn(move || completion(spec, p, json!({})))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (a, b) in alone.iter().zip(&together) {
+        assert_eq!(a["content"], b["content"]);
+    }
+}
+
+#[test]
+fn bad_speculation_flags_are_refused() {
+    let model = common::smollm2();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["serve", "-m"])
+        .arg(&model)
+        .args(["--port", "0", "--spec-type", "draft-simple"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("draft model"), "{err}");
+}
+
+/// A draft model (SmolLM2 cut to 24 of its 30 layers, `pocket synth --keep-layers`): the
+/// same greedy text as without it, with drafts counted.
+#[test]
+fn draft_model_speculation_in_the_server_keeps_the_text() {
+    let model = common::smollm2();
+    let draft = std::env::temp_dir().join(format!(
+        "pocket-serve-spec-draft-{}.gguf",
+        std::process::id()
+    ));
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["synth", "--from"])
+        .arg(&model)
+        .args(["--keep-layers", "24", "-o"])
+        .arg(&draft)
+        .status()
+        .unwrap();
+    assert!(st.success(), "pocket synth --from failed");
+    let plain = Server::start(&model, &["-c", "1024", "-np", "1"]);
+    let spec = Server::start(
+        &model,
+        &[
+            "-c",
+            "1024",
+            "-np",
+            "1",
+            "--metrics",
+            "-md",
+            draft.to_str().unwrap(),
+        ],
+    );
+    let mut drafted = 0;
+    for prompt in [COPY_PROMPT, PROSE_PROMPT] {
+        let a = completion(&plain, prompt, json!({}));
+        let b = completion(&spec, prompt, json!({}));
+        assert_eq!(
+            a["content"], b["content"],
+            "greedy text differs for {prompt:?}"
+        );
+        drafted += b["timings"]["draft_n"].as_u64().unwrap_or(0);
+    }
+    assert!(drafted > 0, "the draft model drafted nothing");
+    assert!(spec.metric("llamacpp:spec_decode_num_accepted_tokens_total") > 0.0);
+    let _ = std::fs::remove_file(&draft);
+}
