@@ -182,9 +182,8 @@ impl Linear {
                 }
             }
         } else {
-            let block = token_block(t, n);
-            let n_items = t.div_ceil(block);
-            let toks = |k: usize| k * block..((k + 1) * block).min(t);
+            let n_items = token_items(t, n);
+            let toks = |k: usize| ThreadPool::split(t, n_items, k);
             let outs = Disjoint::split(out, (0..n_items).map(|k| toks(k).len() * rows));
             pool.run_items(n_items, |_, k| {
                 let mut o = outs.piece(k);
@@ -246,16 +245,14 @@ impl Linear {
 /// (a claim, a lock, a kernel call) stays below 1 % of a decode matmul.
 const ITEMS_PER_THREAD: usize = 8;
 
-/// Tokens per item of a batched matmul: the kernels' token chunk (a multiple of every
-/// token tile), so items add no tile tails; fewer tokens than that per thread split evenly.
+/// Tokens per item of a batched matmul, about: the kernels' token chunk. Items are a
+/// multiple of the thread count and of equal size, so the static shares stay balanced.
 const TOKEN_BLOCK: usize = 24;
 
-fn token_block(tokens: usize, threads: usize) -> usize {
-    if tokens >= TOKEN_BLOCK * threads {
-        TOKEN_BLOCK
-    } else {
-        tokens.div_ceil(threads).max(1)
-    }
+fn token_items(tokens: usize, threads: usize) -> usize {
+    (threads * tokens.div_ceil(threads * TOKEN_BLOCK))
+        .min(tokens)
+        .max(1)
 }
 
 /// `bytes` viewed as blocks, copied only when misaligned.

@@ -32,9 +32,10 @@ pub use disjoint::Disjoint;
 pub use placement::{process_cores, MaskError, Placement};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use claims::Share;
 
@@ -59,6 +60,8 @@ struct Shared {
     gate: AtomicU64,
     /// [`ThreadPool::broadcast`]: workers that have not run their share yet.
     pending: AtomicUsize,
+    /// Workers that entered the current job.
+    entered: AtomicUsize,
     /// [`ThreadPool::run_items`]: each thread's share of the items.
     shares: Vec<Share>,
     sleepers: AtomicUsize,
@@ -66,8 +69,9 @@ struct Shared {
     panicked: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
-    /// Spins of an idle worker before it parks ([`Placement::poll`]).
-    spin: u32,
+    /// Spins of an idle worker before it parks: [`Placement::poll`]'s, or 0 while the
+    /// pool is in its contended mode ([`Contention`]).
+    spin: AtomicU32,
     /// Tests: workers sleep this long before entering a job (a stalled core).
     #[cfg(test)]
     stall_us: AtomicU64,
@@ -77,7 +81,36 @@ pub struct ThreadPool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
     n: usize,
+    contention: Contention,
 }
+
+/// When a core is shared (the app's own work, a little core, another process), a spinning
+/// worker burns its time slice waiting and is then preempted in the middle of an item, and
+/// the caller waits for the scheduler to give the core back (milliseconds). A parked worker
+/// instead wakes with the scheduler's preference for sleepers and runs its items at once.
+/// Measured on MNN-Pocket Q4_1 tg64 with a busy loop on the worker's core (2 threads):
+/// spinning 47-49 t/s, parking 61-67 t/s, one thread 50-57 t/s; but quiet, parking costs a
+/// wake-up per matmul (75 vs 101-111 t/s). A stall is a wait of more than [`STALL`] plus
+/// two of the caller's items (prefill items are long; a worker finishing its last one is
+/// not late). So the pool spins, and switches to parking for
+/// [`PARKED_JOBS`] jobs when it sees two stalls within [`STALL_WINDOW`] jobs: a worker inside a job for more than
+/// [`STALL`] after the caller ran out of items, or a worker missing a job that took the
+/// caller more than [`MISSED`]; then it tries spinning again.
+struct Contention {
+    /// The spin budget of [`Placement::poll`].
+    base: u32,
+    /// Jobs left in the parking mode.
+    parked_for: AtomicU32,
+    /// The job count at the last stall, and the job count.
+    last_stall: AtomicU64,
+    jobs: AtomicU64,
+}
+
+const STALL: Duration = Duration::from_micros(300);
+const MISSED: Duration = Duration::from_micros(200);
+const PARKED_JOBS: u32 = 1024;
+/// Two stalls at most this many jobs apart switch to parking.
+const STALL_WINDOW: u64 = 256;
 
 impl ThreadPool {
     /// A pool of `n` threads including the caller (`n - 1` workers). `pin`: pin worker `i`
@@ -98,13 +131,14 @@ impl ThreadPool {
             job: Mutex::new(None),
             gate: AtomicU64::new(CLOSED),
             pending: AtomicUsize::new(0),
+            entered: AtomicUsize::new(0),
             shares: (0..n).map(|_| Share::default()).collect(),
             sleepers: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             lock: Mutex::new(()),
             wake: Condvar::new(),
-            spin: p.spins(),
+            spin: AtomicU32::new(p.spins()),
             #[cfg(test)]
             stall_us: AtomicU64::new(0),
         });
@@ -125,7 +159,18 @@ impl ThreadPool {
                     .expect("spawn pool thread")
             })
             .collect();
-        ThreadPool { shared, workers, n }
+        let contention = Contention {
+            base: p.spins(),
+            parked_for: AtomicU32::new(0),
+            last_stall: AtomicU64::new(0),
+            jobs: AtomicU64::new(0),
+        };
+        ThreadPool {
+            shared,
+            workers,
+            n,
+            contention,
+        }
     }
 
     pub fn threads(&self) -> usize {
@@ -146,8 +191,16 @@ impl ThreadPool {
         for (i, share) in s.shares.iter().enumerate() {
             share.set(Self::split(n_items, self.n, i));
         }
-        let body = |me: usize| claims::claim_all(&s.shares, me, |i| f(me, i));
-        self.dispatch(&body, false);
+        let mine = AtomicUsize::new(0); // items the caller ran (a stall is relative to one)
+        let body = |me: usize| {
+            claims::claim_all(&s.shares, me, |i| {
+                f(me, i);
+                if me == 0 {
+                    mine.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        self.dispatch(&body, false, &mine);
     }
 
     /// Runs `f(i)` on thread `i` for every `i` in `0..threads()`, `f(0)` on the calling
@@ -158,12 +211,14 @@ impl ThreadPool {
             return;
         }
         self.shared.pending.store(self.n - 1, Ordering::SeqCst);
-        self.dispatch(&f, true);
+        self.dispatch(&f, true, &AtomicUsize::new(1));
     }
 
     /// Publishes `f`, runs `f(0)`, then waits: for every worker to have run (`every`), or
     /// only for the workers inside the gate once the caller's `f(0)` has returned.
-    fn dispatch(&self, f: &(dyn Fn(usize) + Sync), every: bool) {
+    /// `caller_items`: how many items `f(0)` ran, once it has returned (a worker is late
+    /// when the caller waits for it much longer than an item takes).
+    fn dispatch(&self, f: &(dyn Fn(usize) + Sync), every: bool, caller_items: &AtomicUsize) {
         let s = &*self.shared;
         // SAFETY: only erases the lifetime. We do not return before the gate is closed
         // and no worker is inside it; a worker dereferences the job only while inside.
@@ -176,12 +231,21 @@ impl ThreadPool {
             let _g = s.lock.lock().unwrap();
             s.wake.notify_all();
         }
+        let t0 = Instant::now();
         let mine = catch_unwind(AssertUnwindSafe(|| f(0)));
         if every {
             wait_until(|| s.pending.load(Ordering::Acquire) == 0);
         }
-        s.gate.fetch_or(CLOSED, Ordering::SeqCst);
+        let t1 = Instant::now();
+        let g = s.gate.fetch_or(CLOSED, Ordering::SeqCst);
+        // Nobody entered the job: the gate's count of threads inside never rose (the
+        // workers leave it before we close, so read `entered` instead).
+        let missed = s.entered.swap(0, Ordering::Relaxed) == 0 && g & INSIDE == 0;
         wait_until(|| s.gate.load(Ordering::Acquire) & INSIDE == 0);
+        let work = t1 - t0;
+        let item = work / caller_items.load(Ordering::Relaxed).max(1) as u32;
+        let stalled = t1.elapsed() > STALL + 2 * item || (missed && work > MISSED);
+        self.adapt(stalled);
         *s.job.lock().unwrap() = None;
         if let Err(p) = mine {
             std::panic::resume_unwind(p);
@@ -189,6 +253,34 @@ impl ThreadPool {
         if s.panicked.swap(false, Ordering::SeqCst) {
             panic!("a pool thread panicked");
         }
+    }
+
+    /// Spin or park ([`Contention`]), after a job that `stalled` or not.
+    fn adapt(&self, stalled: bool) {
+        let c = &self.contention;
+        let spin = &self.shared.spin;
+        let left = c.parked_for.load(Ordering::Relaxed);
+        let job = c.jobs.fetch_add(1, Ordering::Relaxed) + 1;
+        // One stall can be anything (a page fault, a kernel thread); two close together
+        // are a shared core.
+        let repeated = stalled && {
+            let last = c.last_stall.swap(job, Ordering::Relaxed);
+            last > 0 && job - last <= STALL_WINDOW
+        };
+        if repeated && c.base > 0 {
+            c.parked_for.store(PARKED_JOBS, Ordering::Relaxed);
+            spin.store(0, Ordering::Relaxed);
+        } else if left > 0 {
+            c.parked_for.store(left - 1, Ordering::Relaxed);
+            if left == 1 {
+                spin.store(c.base, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether the pool is in its contended (parking) mode.
+    pub fn parking(&self) -> bool {
+        self.contention.parked_for.load(Ordering::Relaxed) > 0
     }
 
     /// `n` near-equal contiguous ranges covering `0..len` (share `i` of thread `i`).
@@ -227,7 +319,10 @@ fn enter(s: &Shared, epoch: u64) -> bool {
             .gate
             .compare_exchange_weak(g, g + 1, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => return true,
+            Ok(_) => {
+                s.entered.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
             Err(now) => g = now,
         }
     }
@@ -246,7 +341,7 @@ fn worker(s: &Shared, index: usize) {
                 break e;
             }
             spins += 1;
-            if spins < s.spin {
+            if spins < s.spin.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             } else {
                 let g = s.lock.lock().unwrap();
