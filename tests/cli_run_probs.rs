@@ -20,7 +20,7 @@ fn run(args: &[&str]) -> Output {
 /// A `'piece' p` field: (piece as printed, probability).
 fn field(f: &str) -> (String, f64) {
     let (piece, p) = f.trim().rsplit_once(' ').unwrap();
-    (piece.to_string(), p.trim_start_matches("p=").parse().unwrap())
+    (piece.trim_end().to_string(), p.trim_start_matches("p=").parse().unwrap())
 }
 
 #[test]

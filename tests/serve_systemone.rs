@@ -18,20 +18,33 @@ use serve_common::Server;
 
 const STATE: &str = "I was charged twice for my order last week and nobody has replied.";
 
+/// test_systemone.py's questions, as raw JSON: serde_json's `json!` would sort the keys,
+/// and the order of the questions and of an object state is part of what is tested.
+const QUESTIONS: &str = r#"{
+    "route": {
+        "type": "choice",
+        "instructions": "Which team should handle this?",
+        "criteria": {"billing": "payments and refunds", "shipping": null, "technical": null}
+    },
+    "urgency": {
+        "type": "score",
+        "instructions": "How urgent is this?",
+        "criteria": ["can wait", "this week", "today", "right now"]
+    },
+    "angry": {"type": "noul", "instructions": "Is the customer angry?"}
+}"#;
+
 fn questions() -> Value {
-    json!({
-        "route": {
-            "type": "choice",
-            "instructions": "Which team should handle this?",
-            "criteria": {"billing": "payments and refunds", "shipping": null, "technical": null},
-        },
-        "urgency": {
-            "type": "score",
-            "instructions": "How urgent is this?",
-            "criteria": ["can wait", "this week", "today", "right now"],
-        },
-        "angry": {"type": "noul", "instructions": "Is the customer angry?"},
-    })
+    serde_json::from_str(QUESTIONS).unwrap()
+}
+
+/// A request body with `state` (raw JSON text) and the questions, keys in this order.
+fn body(state: &str, questions: &str) -> String {
+    format!(r#"{{"state": {state}, "questions": {questions}}}"#)
+}
+
+fn state_str() -> String {
+    Value::from(STATE).to_string()
 }
 
 /// `keys` appear in `text` in this order (serde_json's maps sort, so order is read raw).
@@ -44,7 +57,11 @@ fn in_order(text: &str, keys: &[&str]) -> bool {
 }
 
 fn post(s: &Server, body: &Value) -> (u16, String, Value) {
-    let (status, text) = s.post_raw("/v1/systemone", &body.to_string(), &[]);
+    post_text(s, &body.to_string())
+}
+
+fn post_text(s: &Server, body: &str) -> (u16, String, Value) {
+    let (status, text) = s.post_raw("/v1/systemone", body, &[]);
     let v = serde_json::from_str(&text).unwrap_or(Value::Null);
     (status, text, v)
 }
@@ -60,7 +77,7 @@ fn probs(a: &Value) -> Vec<(String, f64)> {
 
 fn check_model(model: &Path) -> Server {
     let s = Server::start(model, &["-c", "2048"]);
-    let (status, text, res) = post(&s, &json!({"state": STATE, "questions": questions()}));
+    let (status, text, res) = post_text(&s, &body(&state_str(), QUESTIONS));
     assert_eq!(status, 200, "{text}");
     assert!(res["usage"]["input_tokens"].as_u64().unwrap() > 0);
     assert_eq!(res["usage"]["output_tokens"], 0);
@@ -103,7 +120,7 @@ fn check_model(model: &Path) -> Server {
 fn systemone_answers_smollm2_and_match_pocket_score() {
     let model = common::smollm2();
     let s = check_model(&model);
-    let (_, _, res) = post(&s, &json!({"state": STATE, "questions": questions()}));
+    let (_, _, res) = post_text(&s, &body(&state_str(), QUESTIONS));
     // The same route probabilities from `pocket score` on the documented prompt: the chat
     // template (from the server's /apply-template) around the question's user turn, each
     // key as the reply.
@@ -142,15 +159,15 @@ fn systemone_answers_gemma3() {
 #[test]
 fn systemone_object_state_invalid_requests_and_images() {
     let s = Server::start(&common::smollm2(), &["-c", "2048"]);
-    let refund = json!({"refund": {
+    let refund = r#"{"refund": {
         "type": "noul",
         "instructions": "Is a refund requested?",
-        "criteria": {"false": "no refund is asked", "true": "a refund is asked"},
-    }});
-    let (st, text, obj) = post(&s, &json!({"state": {"ticket": STATE, "plan": "pro"}, "questions": refund}));
+        "criteria": {"false": "no refund is asked", "true": "a refund is asked"}
+    }}"#;
+    let state_obj = format!(r#"{{"ticket": {}, "plan": "pro"}}"#, state_str());
+    let (st, text, obj) = post_text(&s, &body(&state_obj, refund));
     assert_eq!(st, 200, "{text}");
-    let as_text = format!("{{\"ticket\": \"{STATE}\", \"plan\": \"pro\"}}");
-    let (st, text, txt) = post(&s, &json!({"state": as_text, "questions": refund}));
+    let (st, text, txt) = post_text(&s, &body(&Value::from(state_obj.as_str()).to_string(), refund));
     assert_eq!(st, 200, "{text}");
     assert_eq!(obj["usage"], txt["usage"]);
     let d = obj["answers"]["refund"]["noul"].as_f64().unwrap()
@@ -172,7 +189,7 @@ fn systemone_object_state_invalid_requests_and_images() {
         assert_eq!(st, 400, "{body}: {text}");
         assert!(v.get("error").is_some(), "{text}");
     }
-    let (st, _, _) = s_post_text(&s, "{not json");
+    let (st, _, _) = post_text(&s, "{not json");
     assert_eq!(st, 400);
 
     let image = "data:image/png;base64,iVBORw0KGgo=";
@@ -186,11 +203,6 @@ fn systemone_object_state_invalid_requests_and_images() {
     let (st, text, _) = post(&s, &json!({"state": in_message, "questions": q}));
     assert_eq!(st, 501, "{text}");
     // The server still answers after the errors.
-    let (st, _, _) = post(&s, &json!({"state": STATE, "questions": refund}));
+    let (st, _, _) = post_text(&s, &body(&state_str(), refund));
     assert_eq!(st, 200);
-}
-
-fn s_post_text(s: &Server, body: &str) -> (u16, String, Value) {
-    let (status, text) = s.post_raw("/v1/systemone", body, &[]);
-    (status, text, Value::Null)
 }
