@@ -37,7 +37,8 @@ fn llama(tasks: usize) -> Vec<(usize, f64)> {
         .args(["-c", "256", "-t", "2"])
         .output()
         .expect("run llama-perplexity");
-    let all = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let all =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{all}");
     task_lines(&all)
 }

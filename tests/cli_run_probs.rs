@@ -20,7 +20,10 @@ fn run(args: &[&str]) -> Output {
 /// A `'piece' p` field: (piece as printed, probability).
 fn field(f: &str) -> (String, f64) {
     let (piece, p) = f.trim().rsplit_once(' ').unwrap();
-    (piece.trim_end().to_string(), p.trim_start_matches("p=").parse().unwrap())
+    (
+        piece.trim_end().to_string(),
+        p.trim_start_matches("p=").parse().unwrap(),
+    )
 }
 
 #[test]
@@ -28,7 +31,11 @@ fn n_probs_are_sorted_and_the_greedy_token_comes_first() {
     let prompt = "The capital of France is";
     let out = run(&["-p", prompt, "-n", "12", "--n-probs", "5"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (generated, table) = text.split_once("\nn_probs: ").unwrap();
     let lines: Vec<&str> = table.lines().skip(1).collect();
     assert_eq!(lines.len(), 12, "{table}");

@@ -85,7 +85,10 @@ fn check_model(model: &Path) -> Server {
 
     let route = &res["answers"]["route"];
     assert_eq!(route["type"], "choice");
-    assert!(in_order(&text, &["billing", "shipping", "technical"]), "{text}");
+    assert!(
+        in_order(&text, &["billing", "shipping", "technical"]),
+        "{text}"
+    );
     let p = probs(route);
     assert_eq!(p.len(), 3);
     assert!((p.iter().map(|x| x.1).sum::<f64>() - 1.0).abs() < 1e-4);
@@ -142,10 +145,16 @@ fn systemone_answers_smollm2_and_match_pocket_score() {
         .args(["-p", &prompt, "--choices", "billing,shipping,technical"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
     for (i, key) in ["billing", "shipping", "technical"].iter().enumerate() {
-        let a = res["answers"]["route"]["probabilities"][key].as_f64().unwrap();
+        let a = res["answers"]["route"]["probabilities"][key]
+            .as_f64()
+            .unwrap();
         let b = cli["choices"][i]["probability"].as_f64().unwrap();
         assert!((a - b).abs() < 1e-4, "{key}: server {a}, pocket score {b}");
     }
@@ -167,7 +176,10 @@ fn systemone_object_state_invalid_requests_and_images() {
     let state_obj = format!(r#"{{"ticket": {}, "plan": "pro"}}"#, state_str());
     let (st, text, obj) = post_text(&s, &body(&state_obj, refund));
     assert_eq!(st, 200, "{text}");
-    let (st, text, txt) = post_text(&s, &body(&Value::from(state_obj.as_str()).to_string(), refund));
+    let (st, text, txt) = post_text(
+        &s,
+        &body(&Value::from(state_obj.as_str()).to_string(), refund),
+    );
     assert_eq!(st, 200, "{text}");
     assert_eq!(obj["usage"], txt["usage"]);
     let d = obj["answers"]["refund"]["noul"].as_f64().unwrap()
@@ -193,7 +205,10 @@ fn systemone_object_state_invalid_requests_and_images() {
     assert_eq!(st, 400);
 
     let image = "data:image/png;base64,iVBORw0KGgo=";
-    let (st, text, v) = post(&s, &json!({"state": STATE, "questions": q, "images": [image]}));
+    let (st, text, v) = post(
+        &s,
+        &json!({"state": STATE, "questions": q, "images": [image]}),
+    );
     assert_eq!(st, 501, "{text}");
     assert!(v.get("error").is_some());
     let in_message = json!([{"role": "user", "content": [

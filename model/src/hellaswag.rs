@@ -23,8 +23,14 @@ pub enum HellaswagError {
     Gold { line: usize, text: String },
     #[error("task at line {line}: an ending adds no token after the endings' common prefix")]
     EmptyEnding { line: usize },
-    #[error("task at line {line} needs {need} tokens, more than the context of {n_ctx} (raise -c)")]
-    TooLong { line: usize, need: usize, n_ctx: usize },
+    #[error(
+        "task at line {line} needs {need} tokens, more than the context of {n_ctx} (raise -c)"
+    )]
+    TooLong {
+        line: usize,
+        need: usize,
+        n_ctx: usize,
+    },
     #[error(transparent)]
     Score(#[from] ScoreError),
     #[error(transparent)]
@@ -44,7 +50,11 @@ pub struct Task {
 /// The tasks of a file in llama-perplexity's 6-line format.
 pub fn parse_tasks(text: &str) -> Result<Vec<Task>, HellaswagError> {
     // As std::getline: a final newline does not start another line.
-    let lines: Vec<&str> = text.strip_suffix('\n').unwrap_or(text).split('\n').collect();
+    let lines: Vec<&str> = text
+        .strip_suffix('\n')
+        .unwrap_or(text)
+        .split('\n')
+        .collect();
     let lines = if text.is_empty() { Vec::new() } else { lines };
     if lines.len() % 6 != 0 {
         return Err(HellaswagError::Lines(lines.len()));
@@ -183,7 +193,10 @@ fn wilson(acc: f64, n: usize) -> (f64, f64) {
     let za = 1.95996398454;
     let z = za * za / n as f64;
     let cnf = z * (n as f64 * (4.0 * acc * (1.0 - acc) + z)).sqrt() / (za + za);
-    ((acc + z * 0.5 - cnf) / (1.0 + z), (acc + z * 0.5 + cnf) / (1.0 + z))
+    (
+        (acc + z * 0.5 - cnf) / (1.0 + z),
+        (acc + z * 0.5 + cnf) / (1.0 + z),
+    )
 }
 
 /// Scores `tasks` in order (after [`select_tasks`]); a task needing more than
@@ -277,7 +290,10 @@ mod tests {
         let t = parse_tasks("ctx\n2\na\nb\nc\nd\n").unwrap();
         assert_eq!(t[0].gold, 2);
         assert_eq!(t[0].endings[3], "d");
-        assert!(matches!(parse_tasks("a\nb\n"), Err(HellaswagError::Lines(2))));
+        assert!(matches!(
+            parse_tasks("a\nb\n"),
+            Err(HellaswagError::Lines(2))
+        ));
         let e = parse_tasks("ctx\n4\na\nb\nc\nd").unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
     }

@@ -69,8 +69,16 @@ fn check(name: &str) {
             "{name} {:?}: logprob {:.5} (alone {w:.5}), p {:.6} (alone {p:.6}), {} tokens",
             OPTIONS[i], g.logprob, g.prob, g.n_tokens
         );
-        assert!((g.prob - p).abs() < 1e-4, "{name} option {i}: {} vs {p}", g.prob);
-        assert!((g.logprob - w).abs() < 1e-3, "{name} option {i}: {} vs {w}", g.logprob);
+        assert!(
+            (g.prob - p).abs() < 1e-4,
+            "{name} option {i}: {} vs {p}",
+            g.prob
+        );
+        assert!(
+            (g.logprob - w).abs() < 1e-3,
+            "{name} option {i}: {} vs {w}",
+            g.logprob
+        );
         assert_eq!(g.n_tokens, input.options[i].len());
         sum += g.prob;
     }
@@ -110,8 +118,16 @@ fn bench_score_vs_separate() {
         Message: I was charged twice for my order last week and nobody has replied. \
         I would like a refund as soon as possible, or at least an answer.\nTeam:";
     let teams = [
-        " billing", " shipping", " technical support", " sales", " returns",
-        " account security", " product quality", " delivery delays", " legal", " other",
+        " billing",
+        " shipping",
+        " technical support",
+        " sales",
+        " returns",
+        " account security",
+        " product quality",
+        " delivery delays",
+        " legal",
+        " other",
     ];
     let o = opts();
     for k in [3, 10] {

@@ -111,7 +111,11 @@ fn run_hellaswag(a: &PerplexityArgs, model: &Model) -> CliResult {
         source,
     })?;
     let all = parse_tasks(&text)?;
-    eprintln!("hellaswag: loaded {} tasks from {}", all.len(), file.display());
+    eprintln!(
+        "hellaswag: loaded {} tasks from {}",
+        all.len(),
+        file.display()
+    );
     let tasks = select_tasks(all, a.hellaswag_tasks);
     eprintln!("hellaswag: selecting {} randomized tasks", tasks.len());
     let t1 = Instant::now();

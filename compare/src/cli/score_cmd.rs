@@ -84,7 +84,10 @@ pub fn run(a: ScoreArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let w = a.choices.iter().map(|c| c.len()).max().unwrap_or(0).max(6);
-        println!("{:<w$}  {:>11}  {:>12}  {:>6}", "choice", "probability", "logprob", "tokens");
+        println!(
+            "{:<w$}  {:>11}  {:>12}  {:>6}",
+            "choice", "probability", "logprob", "tokens"
+        );
         for (i, (c, s)) in a.choices.iter().zip(&scores).enumerate() {
             let mark = if i == best { " *" } else { "" };
             println!(

@@ -215,7 +215,10 @@ mod tests {
 
     #[test]
     fn keeps_document_order_and_writes_python_separators() {
-        let v: Json = serde_json::from_str(r#"{"z": 1, "a": [true, null, "x\"y"], "m": {"b": 2.5, "a": -1}}"#).unwrap();
+        let v: Json = serde_json::from_str(
+            r#"{"z": 1, "a": [true, null, "x\"y"], "m": {"b": 2.5, "a": -1}}"#,
+        )
+        .unwrap();
         let keys: Vec<&str> = match &v {
             Json::Object(m) => m.iter().map(|(k, _)| k.as_str()).collect(),
             _ => panic!("not an object"),

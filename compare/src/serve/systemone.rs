@@ -204,7 +204,10 @@ fn answer_key(kind: Kind, key: &str) -> &str {
 
 /// The user turn of one question (documented in the README, "Scoring and decisions").
 pub fn question_prompt(state: &str, q: &Question) -> String {
-    let mut p = format!("{state}\n\nQuestion: {}\nOptions:\n", q.instructions.to_text());
+    let mut p = format!(
+        "{state}\n\nQuestion: {}\nOptions:\n",
+        q.instructions.to_text()
+    );
     // A noul question lists "yes" first, as people ask it.
     let order: Vec<&Opt> = match q.kind {
         Kind::Noul => q.options.iter().rev().collect(),
@@ -224,7 +227,12 @@ pub fn question_prompt(state: &str, q: &Question) -> String {
 /// The decision temperature a GGUF declares for this question
 /// (`<arch>.decision.temperature.<type>.<bucket>`, else `.<type>`, else 1), with llama.cpp's
 /// buckets of the option count (`lev`: small/mid/large; others: 2, 3_5, 6_10, 11).
-pub fn temperature(meta: &dyn Fn(&str) -> Option<f64>, arch: &str, dtype: &str, q: &Question) -> f64 {
+pub fn temperature(
+    meta: &dyn Fn(&str) -> Option<f64>,
+    arch: &str,
+    dtype: &str,
+    q: &Question,
+) -> f64 {
     let n = q.options.len();
     let bucket = if dtype == "lev" {
         match n {
@@ -323,7 +331,11 @@ fn decide(w: DecisionWork) -> Result<(Json, usize), ApiError> {
     let m = &*w.model;
     let mut inputs = Vec::with_capacity(w.questions.len());
     for (q, prompt) in w.questions.iter().zip(&w.prompts) {
-        let keys: Vec<&str> = q.options.iter().map(|o| answer_key(q.kind, &o.key)).collect();
+        let keys: Vec<&str> = q
+            .options
+            .iter()
+            .map(|o| answer_key(q.kind, &o.key))
+            .collect();
         let input = ScoreInput::from_text(&m.tokenizer, prompt, &keys).map_err(|e| match e {
             ScoreError::Model(e) => ApiError::Server(e.to_string()),
             e => bad(format!("questions.{}: {e}", q.id)),
@@ -366,9 +378,13 @@ fn decide(w: DecisionWork) -> Result<(Json, usize), ApiError> {
 }
 
 /// The handler.
-pub async fn systemone(State(app): State<Arc<App>>, body: Bytes) -> Result<AxumJson<Json>, ApiError> {
+pub async fn systemone(
+    State(app): State<Arc<App>>,
+    body: Bytes,
+) -> Result<AxumJson<Json>, ApiError> {
     let l = loaded(&app)?;
-    let body: Json = serde_json::from_slice(&body).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+    let body: Json =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("invalid JSON: {e}")))?;
     if !matches!(body, Json::Object(_)) {
         return Err(bad("the request body must be a JSON object"));
     }
