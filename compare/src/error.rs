@@ -77,6 +77,10 @@ pub enum Error {
     #[error(transparent)]
     Synth(#[from] pocket_model::synth::SynthError),
     #[error(transparent)]
+    Score(#[from] pocket_model::score::ScoreError),
+    #[error(transparent)]
+    Hellaswag(#[from] pocket_model::hellaswag::HellaswagError),
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),

@@ -13,6 +13,8 @@ pub mod gen_args;
 mod inspect_cmd;
 pub mod perplexity_cmd;
 mod run_cmd;
+mod run_probs;
+mod score_cmd;
 mod serve_bench_cmd;
 pub mod spec_args;
 mod synth_cmd;
@@ -44,6 +46,8 @@ enum Command {
     Chat(chat_cmd::ChatArgs),
     /// Perplexity of a text file, by llama-perplexity's method.
     Perplexity(perplexity_cmd::PerplexityArgs),
+    /// Probability of each candidate continuation of a prompt (`--choices A,B,C`), normalized over them.
+    Score(score_cmd::ScoreArgs),
     /// HTTP server with llama-server's and OpenAI's API (`pocket serve --help`).
     #[command(disable_help_flag = true)]
     Serve {
@@ -75,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(args),
         Command::Chat(args) => chat_cmd::run(args),
         Command::Perplexity(args) => perplexity_cmd::run(args),
+        Command::Score(args) => score_cmd::run(args),
         Command::Serve { args } => crate::serve::run(args),
     };
     exit_code(result)
@@ -104,6 +109,8 @@ pub enum CliError {
     NoReplyTokens,
     #[error("-n {n_predict} leaves no room for the conversation in the context of {n_ctx} (raise -c or lower -n)")]
     NoRoomForChat { n_predict: usize, n_ctx: usize },
+    #[error("--n-probs cannot be used with speculative decoding")]
+    NProbsWithSpeculation,
     #[error("the prompt tokenizes to nothing")]
     EmptyPrompt,
     #[error("the prompt ({prompt} tokens) plus {n_predict} to generate does not fit in the context of {n_ctx} (raise -c)")]

@@ -3,6 +3,9 @@
 //! each chunk is evaluated from an empty cache with its first token replaced by BOS (when
 //! the model adds BOS), and the second half of each chunk is scored.
 //!
+//! `--hellaswag [--hellaswag-tasks N]` with `-f TASKS`: llama-perplexity's HellaSwag
+//! multiple-choice accuracy (`pocket_model::hellaswag`).
+//!
 //! KL-divergence, as llama-perplexity: `--kl-divergence-base F` with `-f` writes the base
 //! model's log-probabilities to F (llama.cpp's file format, so either engine can be the
 //! base); `--kl-divergence-base F --kl-divergence` then scores another model (or the same
@@ -15,6 +18,7 @@ use std::time::Instant;
 
 use clap::Args;
 use pocket_model::forward::ms_since;
+use pocket_model::hellaswag::{hellaswag, parse_tasks, select_tasks};
 use pocket_model::kld::{KldSummary, LogitsReader};
 use pocket_model::perplexity::{kl_divergence, perplexity_base};
 use pocket_model::Model;
@@ -39,6 +43,13 @@ pub struct PerplexityArgs {
     /// Compare this model with the base file of --kl-divergence-base.
     #[arg(long, requires = "kl_divergence_base")]
     kl_divergence: bool,
+    /// HellaSwag multiple-choice accuracy of the task file (-f; llama-perplexity's format:
+    /// 6 lines per task) by llama-perplexity's method.
+    #[arg(long, requires = "file", conflicts_with = "kl_divergence")]
+    hellaswag: bool,
+    /// Tasks to score, drawn in llama-perplexity's random order.
+    #[arg(long, default_value_t = 400, value_name = "N")]
+    hellaswag_tasks: usize,
 }
 
 pub fn run(a: PerplexityArgs) -> CliResult {
@@ -47,6 +58,9 @@ pub fn run(a: PerplexityArgs) -> CliResult {
     eprintln!("load {:.0} ms", ms_since(t0));
     if a.kl_divergence {
         return run_kld(&a, &model);
+    }
+    if a.hellaswag {
+        return run_hellaswag(&a, &model);
     }
     let file = a
         .file
@@ -84,6 +98,45 @@ pub fn run(a: PerplexityArgs) -> CliResult {
         ms / 1e3,
         (r.chunks * a.engine.ctx_size) as f64 * 1e3 / ms
     );
+    Ok(())
+}
+
+/// llama-perplexity's HellaSwag output: one line per task with the accuracy so far and its
+/// 95 % interval (stdout), each task's endings' mean log-probabilities on stderr.
+fn run_hellaswag(a: &PerplexityArgs, model: &Model) -> CliResult {
+    let file = a.file.as_ref().expect("clap requires -f with --hellaswag");
+    let text = std::fs::read_to_string(file).map_err(|source| CliError::File {
+        action: "read",
+        path: file.clone(),
+        source,
+    })?;
+    let all = parse_tasks(&text)?;
+    eprintln!(
+        "hellaswag: loaded {} tasks from {}",
+        all.len(),
+        file.display()
+    );
+    let tasks = select_tasks(all, a.hellaswag_tasks);
+    eprintln!("hellaswag: selecting {} randomized tasks", tasks.len());
+    let t1 = Instant::now();
+    let o = a.engine.session_options(a.engine.ctx_size);
+    println!("\ntask\tacc_norm\t95% confidence interval");
+    let mut n = 0;
+    hellaswag(model, &tasks, o, |t| {
+        n += 1;
+        println!(
+            "{n}\t{:3.8}%\t[{:3.4}%, {:3.4}%]",
+            t.acc * 100.0,
+            t.interval.0 * 100.0,
+            t.interval.1 * 100.0
+        );
+        let m = t.mean_logprob;
+        eprintln!(
+            "task at line {}: mean logprobs [{:.6}, {:.6}, {:.6}, {:.6}], picked {}, gold {}",
+            t.line, m[0], m[1], m[2], m[3], t.predicted, t.gold
+        );
+    })?;
+    eprintln!("{} tasks in {:.1} s", tasks.len(), ms_since(t1) / 1e3);
     Ok(())
 }
 

@@ -31,6 +31,10 @@ pub struct RunArgs {
     /// Do not echo the prompt.
     #[arg(long)]
     no_echo: bool,
+    /// After the text, print each generated token's probability and the N most likely
+    /// tokens of its step, most likely first (llama.cpp's `--n-probs`; before sampling).
+    #[arg(long, value_name = "N")]
+    n_probs: Option<usize>,
 }
 
 pub fn run(a: RunArgs) -> CliResult {
@@ -59,6 +63,19 @@ pub fn run(a: RunArgs) -> CliResult {
     let mut spec = a
         .spec
         .speculator(&model, draft.as_ref(), a.engine.session_options(n_ctx))?;
+    if let Some(top) = a.n_probs.filter(|&k| k > 0) {
+        if spec.is_some() {
+            return Err(CliError::NProbsWithSpeculation.into());
+        }
+        let run = super::run_probs::ProbsRun {
+            prompt_text: &a.prompt,
+            echo: !a.no_echo,
+            prompt: &prompt,
+            n_predict: a.n_predict,
+            top,
+        };
+        return run.run(&mut s, &mut a.sampling.sampler());
+    }
     let mut out = std::io::stdout().lock();
     if !a.no_echo {
         write!(out, "{}", a.prompt)?;

@@ -16,12 +16,14 @@ mod error;
 mod job;
 mod listen;
 mod metrics;
+mod ordered_json;
 mod output;
 mod probs;
 mod routes;
 mod shapes;
 mod slot;
 mod state;
+mod systemone;
 
 use std::ffi::OsString;
 use std::sync::mpsc;

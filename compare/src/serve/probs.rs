@@ -2,6 +2,7 @@
 //! chat): the log-softmax of the model's logits for the step, before any sampler (as
 //! llama-server's default; its `post_sampling_probs` is not implemented and is refused).
 
+use pocket_model::logprobs::{log_normalizer, logprob_with, top_logprobs};
 use pocket_model::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 
@@ -31,23 +32,16 @@ fn entry(tok: &Tokenizer, id: u32, logprob: f32) -> ProbEntry {
     }
 }
 
-/// The probabilities of one step whose logits are `logits` and sampled token `chosen`.
+/// The probabilities of one step whose logits are `logits` and sampled token `chosen`
+/// (`pocket_model::logprobs`, the function `pocket run --n-probs` uses too).
 pub fn token_probs(tok: &Tokenizer, logits: &[f32], chosen: u32, k: usize) -> TokenProbs {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&l| ((l - max) as f64).exp()).sum();
-    let log_z = max + sum.ln() as f32;
-    let logprob = |id: u32| (logits[id as usize] - log_z).min(0.0);
-    let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
-    let k = k.min(ids.len());
-    let by_logit_desc = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
-    if k > 0 && k < ids.len() {
-        ids.select_nth_unstable_by(k - 1, by_logit_desc);
-    }
-    ids.truncate(k);
-    ids.sort_by(by_logit_desc);
+    let log_z = log_normalizer(logits);
     TokenProbs {
-        chosen: entry(tok, chosen, logprob(chosen)),
-        top: ids.iter().map(|&id| entry(tok, id, logprob(id))).collect(),
+        chosen: entry(tok, chosen, logprob_with(logits, log_z, chosen)),
+        top: top_logprobs(logits, k)
+            .into_iter()
+            .map(|(id, lp)| entry(tok, id, lp))
+            .collect(),
     }
 }
 

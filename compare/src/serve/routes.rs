@@ -41,6 +41,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/completions", post(v1_completions))
         .route("/chat/completions", post(chat_completions))
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/systemone", post(super::systemone::systemone))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
