@@ -24,11 +24,56 @@ fn completion(s: &Server, prompt: &str, extra: Value) -> Value {
     s.post("/completion", &req)
 }
 
+/// What a server answers: greedy and seeded-sampled completions of both prompts, then
+/// both prompts' greedy completions sent at once.
+struct Answers {
+    greedy: Vec<Value>,
+    sampled: Vec<Value>,
+    together: Vec<Value>,
+}
+
+fn answers(s: &Server) -> Answers {
+    let prompts = [COPY_PROMPT, PROSE_PROMPT];
+    let sampling = json!({"temperature": 0.8, "seed": 42, "top_k": 40});
+    Answers {
+        greedy: prompts
+            .iter()
+            .map(|p| completion(s, p, json!({})))
+            .collect(),
+        sampled: prompts
+            .iter()
+            .map(|p| completion(s, p, sampling.clone()))
+            .collect(),
+        // Two requests at once: one batch carries both slots' rows (and drafts).
+        together: std::thread::scope(|sc| {
+            let hs: Vec<_> = prompts
+                .iter()
+                .map(|p| sc.spawn(move || completion(s, p, json!({}))))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        }),
+    }
+}
+
+fn content(v: &[Value]) -> Vec<&Value> {
+    v.iter().map(|r| &r["content"]).collect()
+}
+
 #[test]
 fn ngram_speculation_in_the_server_keeps_the_text_and_counts_drafts() {
     let model = common::smollm2();
-    let plain = Server::start(&model, &["-c", "2048", "-np", "2", "--metrics"]);
-    let spec = Server::start(
+    // One server at a time (tests/serve/common.rs serializes them).
+    let plain = {
+        let s = Server::start(&model, &["-c", "2048", "-np", "2", "--metrics"]);
+        let a = answers(&s);
+        assert_eq!(s.metric("llamacpp:spec_decode_num_draft_tokens_total"), 0.0);
+        assert!(a
+            .greedy
+            .iter()
+            .all(|r| r["timings"].get("draft_n").is_none()));
+        a
+    };
+    let s = Server::start(
         &model,
         &[
             "-c",
@@ -42,74 +87,50 @@ fn ngram_speculation_in_the_server_keeps_the_text_and_counts_drafts() {
             "3",
         ],
     );
-    let mut drafted = 0;
-    for prompt in [COPY_PROMPT, PROSE_PROMPT] {
-        let a = completion(&plain, prompt, json!({}));
-        let b = completion(&spec, prompt, json!({}));
-        assert_eq!(
-            a["content"], b["content"],
-            "greedy text differs for {prompt:?}"
-        );
+    let spec = answers(&s);
+    assert_eq!(
+        content(&plain.greedy),
+        content(&spec.greedy),
+        "greedy text differs"
+    );
+    assert_eq!(
+        content(&plain.sampled),
+        content(&spec.sampled),
+        "seeded sampling differs"
+    );
+    assert_eq!(
+        content(&plain.together),
+        content(&spec.together),
+        "concurrent text differs"
+    );
+    for (a, b) in plain.greedy.iter().zip(&spec.greedy) {
         assert_eq!(a["tokens_predicted"], b["tokens_predicted"]);
-        assert!(
-            a["timings"].get("draft_n").is_none(),
-            "plain server drafted: {a}"
-        );
-        drafted += b["timings"]["draft_n"].as_u64().unwrap_or(0);
-        if prompt == COPY_PROMPT {
-            let t = &b["timings"];
-            assert!(
-                t["draft_n"].as_u64().unwrap() > 0,
-                "no drafts on the copy prompt: {t}"
-            );
-            assert!(
-                t["draft_n_accepted"].as_u64().unwrap() > 0,
-                "nothing kept: {t}"
-            );
-        }
-        // Sampling with a seed: the same tokens (each kept token is the target's own draw).
-        let sampled = json!({"temperature": 0.8, "seed": 42, "top_k": 40});
-        let a = completion(&plain, prompt, sampled.clone());
-        let b = completion(&spec, prompt, sampled);
-        assert_eq!(
-            a["content"], b["content"],
-            "seeded sampling differs for {prompt:?}"
-        );
     }
-    let m_drafted = spec.metric("llamacpp:spec_decode_num_draft_tokens_total");
-    let m_kept = spec.metric("llamacpp:spec_decode_num_accepted_tokens_total");
+    let t = &spec.greedy[0]["timings"];
     assert!(
-        m_drafted >= drafted as f64 && m_drafted > 0.0,
-        "/metrics drafted {m_drafted}"
+        t["draft_n"].as_u64().unwrap_or(0) > 0,
+        "no drafts on the copy prompt: {t}"
+    );
+    assert!(
+        t["draft_n_accepted"].as_u64().unwrap_or(0) > 0,
+        "nothing kept: {t}"
+    );
+    let drafted: u64 = [&spec.greedy, &spec.sampled, &spec.together]
+        .iter()
+        .flat_map(|v| v.iter())
+        .map(|r| r["timings"]["draft_n"].as_u64().unwrap_or(0))
+        .sum();
+    let m_drafted = s.metric("llamacpp:spec_decode_num_draft_tokens_total");
+    let m_kept = s.metric("llamacpp:spec_decode_num_accepted_tokens_total");
+    assert_eq!(
+        m_drafted, drafted as f64,
+        "/metrics and the timings disagree"
     );
     assert!(
         m_kept > 0.0 && m_kept <= m_drafted,
         "/metrics kept {m_kept} of {m_drafted}"
     );
-    assert!(spec.metric("llamacpp:spec_decode_num_drafts_total") > 0.0);
-    assert_eq!(
-        plain.metric("llamacpp:spec_decode_num_draft_tokens_total"),
-        0.0
-    );
-
-    // Two requests at once (one batch carries both slots' drafts): each as alone.
-    let alone: Vec<Value> = [COPY_PROMPT, PROSE_PROMPT]
-        .iter()
-        .map(|p| completion(&plain, p, json!({})))
-        .collect();
-    let together: Vec<Value> = std::thread::scope(|sc| {
-        let hs: Vec<_> = [COPY_PROMPT, PROSE_PROMPT]
-            .iter()
-            .map(|p| {
-                let spec = &spec;
-                sc.spawn(move || completion(spec, p, json!({})))
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (a, b) in alone.iter().zip(&together) {
-        assert_eq!(a["content"], b["content"]);
-    }
+    assert!(s.metric("llamacpp:spec_decode_num_drafts_total") > 0.0);
 }
 
 #[test]
