@@ -17,6 +17,7 @@ pub mod kld;
 pub mod kv_cache;
 pub mod linear;
 pub mod logit_dump;
+pub mod lora;
 pub mod perplexity;
 pub mod profile;
 pub mod sample_basic;

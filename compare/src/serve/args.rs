@@ -45,6 +45,9 @@ pub struct ServeArgs {
     /// Requests that may wait for a slot; past them the server answers 503.
     #[arg(long, default_value_t = 64)]
     pub queue_size: usize,
+    /// LoRA adapters (`--lora`, `--lora-scaled`, `--lora-merge`; serve/lora.rs).
+    #[command(flatten)]
+    pub lora: crate::cli::engine_args::LoraArgs,
     /// KV cache type of keys (-ctk): f16, q8_0 or f32.
     #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16")]
     pub type_k: KvType,
