@@ -48,8 +48,9 @@ fn final_ppl(out: &str) -> f64 {
 const PPL_ARGS: [&str; 6] = ["-c", "128", "--chunks", "3", "-t", "2"];
 
 fn pocket_ppl(model: &Path, extra: &[&str]) -> f64 {
+    let data = ppl_text();
     let mut a = vec!["perplexity", "-m", model.to_str().unwrap()];
-    a.extend(["-f", ppl_text().to_str().unwrap()]);
+    a.extend(["-f", data.to_str().unwrap()]);
     a.extend(PPL_ARGS);
     a.extend(extra);
     let o = ok(pocket(&a), "pocket perplexity");

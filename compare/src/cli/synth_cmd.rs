@@ -52,7 +52,7 @@ pub struct SynthArgs {
           value_parser = parse_proj, requires = "lora_for")]
     lora_targets: Vec<Proj>,
     /// With --lora-for: the product's size against each projection's output at scale 1.
-    #[arg(long, value_name = "X", default_value_t = 0.03, requires = "lora_for")]
+    #[arg(long, value_name = "X", default_value_t = 0.08, requires = "lora_for")]
     lora_strength: f32,
     /// With --lora-for: tensor type, f32 or f16.
     #[arg(long, value_name = "TYPE", default_value = "f32", value_parser = ["f32", "f16"], requires = "lora_for")]

@@ -39,7 +39,7 @@ impl Default for AdapterSpec {
             seed: 0,
             targets: Proj::ALL.to_vec(),
             ty: GgmlType::F32,
-            strength: 0.03,
+            strength: 0.08,
         }
     }
 }
