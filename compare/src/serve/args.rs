@@ -186,8 +186,6 @@ const NO_OPS: &[(&str, bool)] = &[
 /// Flags of llama-server that pocket serve does not implement (a sample of the common
 /// ones, for a clearer message than clap's "unexpected argument").
 const REFUSED: &[&str] = &[
-    "--lora",
-    "--lora-scaled",
     "--mmproj",
     "-md",
     "--model-draft",
@@ -338,8 +336,8 @@ mod tests {
 
     #[test]
     fn unimplemented_flags_are_refused_by_name() {
-        let e = p(&["-m", "x.gguf", "--lora", "a.gguf"]).err().unwrap();
-        assert!(e.to_string().contains("--lora"), "{e}");
+        let e = p(&["-m", "x.gguf", "--mmproj", "a.gguf"]).err().unwrap();
+        assert!(e.to_string().contains("--mmproj"), "{e}");
         let e = p(&["-m", "x.gguf", "--no-such-flag"]).err().unwrap();
         assert!(e.to_string().contains("--no-such-flag"), "{e}");
         assert!(p(&["-m", "x.gguf", "-np", "0"]).is_err());
