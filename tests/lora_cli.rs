@@ -145,33 +145,68 @@ fn smollm2_lora_greedy_text_matches_llama_completion() {
     let prompt = "The capital of France is";
     let ours = ok(
         pocket(&[
-            "run", "-m", model.to_str().unwrap(), "-p", prompt, "-n", "24", "--temp", "0",
-            "-t", "2", "--numerics", "ggml", "--lora", sa,
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            prompt,
+            "-n",
+            "24",
+            "--temp",
+            "0",
+            "-t",
+            "2",
+            "--numerics",
+            "ggml",
+            "--lora",
+            sa,
         ]),
         "pocket run --lora",
     );
     let theirs = Command::new(bin("llama-completion"))
         .arg("-m")
         .arg(&model)
-        .args(["-p", prompt, "-n", "24", "--temp", "0", "-no-cnv", "-t", "2", "--lora", sa])
+        .args([
+            "-p", prompt, "-n", "24", "--temp", "0", "-no-cnv", "-t", "2", "--lora", sa,
+        ])
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run llama-completion");
     let theirs = ok(theirs, "llama-completion --lora");
     let (o, t) = (
         String::from_utf8_lossy(&ours.stdout).trim_end().to_string(),
-        String::from_utf8_lossy(&theirs.stdout).trim_end().to_string(),
+        String::from_utf8_lossy(&theirs.stdout)
+            .trim_end()
+            .to_string(),
     );
     let plain = ok(
         pocket(&[
-            "run", "-m", model.to_str().unwrap(), "-p", prompt, "-n", "24", "--temp", "0",
-            "-t", "2", "--numerics", "ggml",
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            prompt,
+            "-n",
+            "24",
+            "--temp",
+            "0",
+            "-t",
+            "2",
+            "--numerics",
+            "ggml",
         ]),
         "pocket run",
     );
-    eprintln!("pocket:    {o:?}\nllama.cpp: {t:?}\nno LoRA:   {:?}", String::from_utf8_lossy(&plain.stdout).trim_end());
+    eprintln!(
+        "pocket:    {o:?}\nllama.cpp: {t:?}\nno LoRA:   {:?}",
+        String::from_utf8_lossy(&plain.stdout).trim_end()
+    );
     assert_eq!(o, t, "greedy text with the adapter");
-    assert_ne!(o, String::from_utf8_lossy(&plain.stdout).trim_end(), "the adapter changes nothing");
+    assert_ne!(
+        o,
+        String::from_utf8_lossy(&plain.stdout).trim_end(),
+        "the adapter changes nothing"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -182,7 +217,15 @@ fn mnn_pocket_shape_lora_perplexity_matches_llama_cpp() {
     let model = dir.join("mnn-pocket-q4_1.gguf");
     ok(
         pocket(&[
-            "synth", "--preset", "mnn-pocket-0.3b", "--type", "q4_1", "--seed", "7", "-q", "-o",
+            "synth",
+            "--preset",
+            "mnn-pocket-0.3b",
+            "--type",
+            "q4_1",
+            "--seed",
+            "7",
+            "-q",
+            "-o",
             model.to_str().unwrap(),
         ]),
         "pocket synth",
@@ -190,7 +233,12 @@ fn mnn_pocket_shape_lora_perplexity_matches_llama_cpp() {
     let a = dir.join("a.gguf");
     synth_adapter(&model, &a, "3");
     // A random model's PPL (~87k) moves less with the same relative adapter.
-    check_ppl("MNN-Pocket shape", &model, &["--lora", a.to_str().unwrap()], 0.01);
+    check_ppl(
+        "MNN-Pocket shape",
+        &model,
+        &["--lora", a.to_str().unwrap()],
+        0.01,
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -214,7 +262,15 @@ fn a_foreign_or_broken_adapter_is_a_clear_error() {
     assert!(!o.status.success());
     assert!(text(&o).contains("lies outside the file"), "{}", text(&o));
     // --lora-scaled without a scale.
-    let o = pocket(&["run", "-m", m, "-p", "Hi", "--lora-scaled", a.to_str().unwrap()]);
+    let o = pocket(&[
+        "run",
+        "-m",
+        m,
+        "-p",
+        "Hi",
+        "--lora-scaled",
+        a.to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
     assert!(text(&o).contains("FILE:SCALE"), "{}", text(&o));
     std::fs::remove_dir_all(&dir).ok();

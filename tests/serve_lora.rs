@@ -28,7 +28,9 @@ fn run_text(model: &std::path::Path, prompt: &str, lora: Option<&str>) -> String
     }
     let o = c.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).trim_end_matches('\n').to_string()
+    String::from_utf8_lossy(&o.stdout)
+        .trim_end_matches('\n')
+        .to_string()
 }
 
 #[test]
@@ -51,7 +53,16 @@ fn per_request_adapters_and_the_lora_adapters_endpoints() {
     let scaled = format!("{sb}:0");
     let s = Server::start(
         &model,
-        &["-c", "1024", "-np", "2", "--lora", sa, "--lora-scaled", &scaled],
+        &[
+            "-c",
+            "1024",
+            "-np",
+            "2",
+            "--lora",
+            sa,
+            "--lora-scaled",
+            &scaled,
+        ],
     );
     let (status, body) = s.get("/lora-adapters");
     assert_eq!(status, 200);
@@ -69,15 +80,24 @@ fn per_request_adapters_and_the_lora_adapters_endpoints() {
         }
         r
     };
-    let (with_a, with_b) = (run_text(&model, prompt, Some(sa)), run_text(&model, prompt, Some(sb)));
+    let (with_a, with_b) = (
+        run_text(&model, prompt, Some(sa)),
+        run_text(&model, prompt, Some(sb)),
+    );
     let plain = run_text(&model, prompt, None);
     assert!(with_a != plain && with_b != plain && with_a != with_b);
 
     // Global scales (a at 1, b at 0): a's text; per request: b alone, none.
     assert_eq!(content(&s.post("/completion", &req(None))), with_a);
     let only_b = json!([{"id": 1, "scale": 1.0}]);
-    assert_eq!(content(&s.post("/completion", &req(Some(only_b.clone())))), with_b);
-    assert_eq!(content(&s.post("/completion", &req(Some(json!([]))))), plain);
+    assert_eq!(
+        content(&s.post("/completion", &req(Some(only_b.clone())))),
+        with_b
+    );
+    assert_eq!(
+        content(&s.post("/completion", &req(Some(json!([]))))),
+        plain
+    );
 
     // Two at once with different adapters share the batches.
     let handles: Vec<_> = [Some(only_b.clone()), Some(json!([{"id": 0, "scale": 1.0}]))]
@@ -107,9 +127,16 @@ fn per_request_adapters_and_the_lora_adapters_endpoints() {
     assert_eq!(content(&s.post("/completion", &req(None))), with_b);
     let (_, body) = s.get("/lora-adapters");
     let list: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((list[0]["scale"].as_f64(), list[1]["scale"].as_f64()), (Some(0.0), Some(1.0)));
+    assert_eq!(
+        (list[0]["scale"].as_f64(), list[1]["scale"].as_f64()),
+        (Some(0.0), Some(1.0))
+    );
 
-    for bad in [json!([{"id": 7, "scale": 1.0}]), json!({"id": 0}), json!([{"scale": 1.0}])] {
+    for bad in [
+        json!([{"id": 7, "scale": 1.0}]),
+        json!({"id": 0}),
+        json!([{"scale": 1.0}]),
+    ] {
         let (st, body) = s.post_raw("/completion", &req(Some(bad.clone())).to_string(), &[]);
         assert_eq!(st, 400, "{bad}: {body}");
         let (st, body) = s.post_raw("/lora-adapters", &bad.to_string(), &[]);

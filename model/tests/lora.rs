@@ -84,37 +84,63 @@ fn bad_adapters_are_typed_errors() {
     assert!(read(&model, hand_made("adapter", "llama", "lora", &pair)).is_ok());
 
     let e = read(&model, hand_made("model", "llama", "lora", &pair)).unwrap_err();
-    assert!(matches!(e, LoraError::NotAdapter { ref got, .. } if got == "model"), "{e}");
+    assert!(
+        matches!(e, LoraError::NotAdapter { ref got, .. } if got == "model"),
+        "{e}"
+    );
     let e = read(&model, hand_made("adapter", "qwen3", "lora", &pair)).unwrap_err();
-    assert!(matches!(e, LoraError::Arch { ref adapter, ref model, .. } if adapter == "qwen3" && model == "llama"), "{e}");
-    let e = read(&model, hand_made("adapter", "llama", "control_vector", &pair)).unwrap_err();
+    assert!(
+        matches!(e, LoraError::Arch { ref adapter, ref model, .. } if adapter == "qwen3" && model == "llama"),
+        "{e}"
+    );
+    let e = read(
+        &model,
+        hand_made("adapter", "llama", "control_vector", &pair),
+    )
+    .unwrap_err();
     assert!(matches!(e, LoraError::NotLora { .. }), "{e}");
 
     let cases: [(&[(&str, [u64; 2])], fn(&LoraError) -> bool); 6] = [
         // lora_a for a 100-wide input: another model.
         (
-            &[("blk.0.attn_q.weight.lora_a", [100, 4]), ("blk.0.attn_q.weight.lora_b", [4, 576])],
+            &[
+                ("blk.0.attn_q.weight.lora_a", [100, 4]),
+                ("blk.0.attn_q.weight.lora_b", [4, 576]),
+            ],
             |e| matches!(e, LoraError::Shape { .. }),
         ),
         // ranks that differ between A and B.
         (
-            &[("blk.0.attn_q.weight.lora_a", [576, 4]), ("blk.0.attn_q.weight.lora_b", [8, 576])],
+            &[
+                ("blk.0.attn_q.weight.lora_a", [576, 4]),
+                ("blk.0.attn_q.weight.lora_b", [8, 576]),
+            ],
             |e| matches!(e, LoraError::Shape { .. }),
         ),
+        (&[("blk.0.attn_q.weight.lora_a", [576, 4])], |e| {
+            matches!(
+                e,
+                LoraError::HalfPair {
+                    missing: "lora_b",
+                    ..
+                }
+            )
+        }),
+        (&[("blk.0.attn_q.weight", [576, 4])], |e| {
+            matches!(e, LoraError::UnexpectedTensor { .. })
+        }),
         (
-            &[("blk.0.attn_q.weight.lora_a", [576, 4])],
-            |e| matches!(e, LoraError::HalfPair { missing: "lora_b", .. }),
-        ),
-        (
-            &[("blk.0.attn_q.weight", [576, 4])],
-            |e| matches!(e, LoraError::UnexpectedTensor { .. }),
-        ),
-        (
-            &[("blk.99.attn_q.weight.lora_a", [576, 4]), ("blk.99.attn_q.weight.lora_b", [4, 576])],
+            &[
+                ("blk.99.attn_q.weight.lora_a", [576, 4]),
+                ("blk.99.attn_q.weight.lora_b", [4, 576]),
+            ],
             |e| matches!(e, LoraError::NotInBase { .. }),
         ),
         (
-            &[("token_embd.weight.lora_a", [576, 4]), ("token_embd.weight.lora_b", [4, 49152])],
+            &[
+                ("token_embd.weight.lora_a", [576, 4]),
+                ("token_embd.weight.lora_b", [4, 49152]),
+            ],
             |e| matches!(e, LoraError::Unsupported { .. }),
         ),
     ];
@@ -183,17 +209,33 @@ fn scale_zero_is_the_base_model_exactly() {
         let one = logits(&m, Some(LoraSet::new(vec![(a, 1.0)])), &tokens);
         let (d0, d1) = (mean_abs_diff(&prepared, &want), mean_abs_diff(&one, &want));
         eprintln!("{numerics:?}: prepared vs base mean |Δ| {d0}, scale 1 vs base {d1}");
-        assert!(zero == prepared, "{numerics:?}: scale 0 differs from no adapter");
-        assert!(d1 > 0.05, "{numerics:?}: the adapter at scale 1 barely moves the logits");
+        assert!(
+            zero == prepared,
+            "{numerics:?}: scale 0 differs from no adapter"
+        );
+        assert!(
+            d1 > 0.05,
+            "{numerics:?}: the adapter at scale 1 barely moves the logits"
+        );
         match numerics {
             Numerics::Ggml => assert!(prepared == want, "ggml: preparing changed the base"),
             Numerics::Fast => {
-                assert!(d0 < d1 / 4.0, "fast: unfused gate/up moves the logits by {d0}");
+                assert!(
+                    d0 < d1 / 4.0,
+                    "fast: unfused gate/up moves the logits by {d0}"
+                );
                 let n = m.config.n_vocab;
                 let top = |x: &[f32]| -> Vec<usize> {
-                    x.chunks_exact(n).map(pocket_model::sample_basic::argmax).map(|t| t as usize).collect()
+                    x.chunks_exact(n)
+                        .map(pocket_model::sample_basic::argmax)
+                        .map(|t| t as usize)
+                        .collect()
                 };
-                assert_eq!(top(&prepared), top(&want), "fast: unfused gate/up changes a top token");
+                assert_eq!(
+                    top(&prepared),
+                    top(&want),
+                    "fast: unfused gate/up changes a top token"
+                );
             }
         }
     }
@@ -232,8 +274,15 @@ fn batched_sequences_apply_their_own_adapters() {
         LoraSet::default(),
         LoraSet::new(vec![(a, 0.5), (b, 1.0)]),
     ];
-    let prompts = ["Hello there, how are", "Water boils at", "def fibonacci(n):"];
-    let toks: Vec<Vec<u32>> = prompts.iter().map(|p| m.tokenizer.encode(p, true, false)).collect();
+    let prompts = [
+        "Hello there, how are",
+        "Water boils at",
+        "def fibonacci(n):",
+    ];
+    let toks: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| m.tokenizer.encode(p, true, false))
+        .collect();
     let alone: Vec<Vec<f32>> = toks
         .iter()
         .zip(&sets)
@@ -262,7 +311,10 @@ fn batched_sequences_apply_their_own_adapters() {
     }
     let out = s.forward_batch(&batch).unwrap().to_vec();
     for (i, row) in out.chunks_exact(m.config.n_vocab).enumerate() {
-        assert!(row == &alone[i][..], "sequence {i} differs from itself alone");
+        assert!(
+            row == &alone[i][..],
+            "sequence {i} differs from itself alone"
+        );
     }
     assert!(alone[0] != alone[1] && alone[0] != alone[2]);
 }
@@ -283,13 +335,17 @@ fn merged_agrees_with_run_time_application() {
     let file = dir.join("a.gguf");
     let base = load_with_numerics(&smollm2(), Numerics::Fast);
     std::fs::write(&file, adapter_bytes(&base, &AdapterSpec::default())).unwrap();
-    let ppl_base = perplexity_with(&base, &text, o, Some(3), |_, _| {}).unwrap().ppl;
+    let ppl_base = perplexity_with(&base, &text, o, Some(3), |_, _| {})
+        .unwrap()
+        .ppl;
     drop(base);
     let ppl_of = |merge: bool| {
         let mut m = load_with_numerics(&smollm2(), Numerics::Fast);
         lora::attach(&mut m, &[(file.clone(), 1.0)], merge).unwrap();
         assert_eq!(m.lora_default.is_empty(), merge);
-        perplexity_with(&m, &text, o, Some(3), |_, _| {}).unwrap().ppl
+        perplexity_with(&m, &text, o, Some(3), |_, _| {})
+            .unwrap()
+            .ppl
     };
     let (run_time, merged) = (ppl_of(false), ppl_of(true));
     let rel = (merged - run_time).abs() / run_time;
@@ -297,8 +353,14 @@ fn merged_agrees_with_run_time_application() {
         "SmolLM2 Q4_1 + rank-8 adapter: PPL base {ppl_base:.4}, run-time {run_time:.4}, merged {merged:.4} ({:.3}%)",
         rel * 100.0
     );
-    assert!((run_time - ppl_base).abs() / ppl_base > 0.02, "the adapter barely moves perplexity");
-    assert!((merged - ppl_base).abs() / ppl_base > 0.01, "the merge barely moves perplexity");
+    assert!(
+        (run_time - ppl_base).abs() / ppl_base > 0.02,
+        "the adapter barely moves perplexity"
+    );
+    assert!(
+        (merged - ppl_base).abs() / ppl_base > 0.01,
+        "the merge barely moves perplexity"
+    );
     // The merge's cost: every adapted matrix is rounded to Q4_1 a second time (dequantized,
     // updated, requantized), which adds a full quantization noise to all of them: measured
     // 12.7 % of PPL here (run-time 68.9, merged 77.6, base 50.6). The bound holds that

@@ -49,14 +49,19 @@ impl LoraRegistry {
     }
 
     fn with_scales(&self, scales: &[f32]) -> LoraSet {
-        LoraSet::new(self.adapters.iter().cloned().zip(scales.iter().copied()).collect())
+        LoraSet::new(
+            self.adapters
+                .iter()
+                .cloned()
+                .zip(scales.iter().copied())
+                .collect(),
+        )
     }
 
     /// The scales a `lora` list gives (unlisted adapters: 0).
     fn scales_of(&self, list: &Value) -> Result<Vec<f32>, ApiError> {
-        let entries: Vec<Entry> = serde_json::from_value(list.clone()).map_err(|_| {
-            bad("'lora' must be an array of objects with 'id' and 'scale' fields")
-        })?;
+        let entries: Vec<Entry> = serde_json::from_value(list.clone())
+            .map_err(|_| bad("'lora' must be an array of objects with 'id' and 'scale' fields"))?;
         let mut scales = vec![0.0; self.adapters.len()];
         for e in entries {
             let slot = usize::try_from(e.id)
@@ -70,7 +75,10 @@ impl LoraRegistry {
                     ))
                 })?;
             if !e.scale.is_finite() {
-                return Err(bad(format!("lora: adapter {}: the scale is not a number", e.id)));
+                return Err(bad(format!(
+                    "lora: adapter {}: the scale is not a number",
+                    e.id
+                )));
             }
             *slot = e.scale;
         }

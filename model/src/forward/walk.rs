@@ -185,11 +185,7 @@ impl Walker<'_, '_> {
     ) {
         let c = &self.model.config;
         let Walker {
-            seqs,
-            pool,
-            b,
-            obs,
-            ..
+            seqs, pool, b, obs, ..
         } = self;
         let t_n = b.x.len() / c.n_embd;
         let mut cx = Cx { c, l, pool, obs };
@@ -198,8 +194,19 @@ impl Walker<'_, '_> {
         ops.qkv(&mut cx, &w.qkv, t_n, b);
         // LoRA: before the biases, as llama.cpp adds them after build_lora_mm.
         let (qd, kvd) = (c.q_dim(), c.kv_dim());
-        for (p, out, n) in [(Proj::Q, &mut b.q, qd), (Proj::K, &mut b.k, kvd), (Proj::V, &mut b.v, kvd)] {
-            add_all(pool, runs_all, (l, p), &b.xn, &mut Dest::rows(out, n), &mut b.lora);
+        for (p, out, n) in [
+            (Proj::Q, &mut b.q, qd),
+            (Proj::K, &mut b.k, kvd),
+            (Proj::V, &mut b.v, kvd),
+        ] {
+            add_all(
+                pool,
+                runs_all,
+                (l, p),
+                &b.xn,
+                &mut Dest::rows(out, n),
+                &mut b.lora,
+            );
         }
         cx.obs.mark(Op::Qkv);
         let table = &self.ropes[self.rope_of[l]];
@@ -223,7 +230,14 @@ impl Walker<'_, '_> {
             b.x.truncate(live.len() * e);
         }
         ops.linear(&mut cx, Op::OutProj, &w.wo, &b.att, live.len(), &mut b.o);
-        add_all(pool, runs_live, (l, Proj::Out), &b.att, &mut Dest::rows(&mut b.o, e), &mut b.lora);
+        add_all(
+            pool,
+            runs_live,
+            (l, Proj::Out),
+            &b.att,
+            &mut Dest::rows(&mut b.o, e),
+            &mut b.lora,
+        );
         cx.obs.step(Op::OutProj, "attn_out", l, &b.o);
         if let Some(pn) = &w.post_attn_norm {
             ops.norm_rows_inplace(&mut b.o, pn, c.eps);
@@ -251,8 +265,22 @@ impl Walker<'_, '_> {
             // LoRA: gate and up adapted apart, then the activation.
             let ff = c.n_ff;
             ops.gate_up_parts(&mut cx, &w.gate_up, tn, b);
-            add_all(pool, lora, (l, Proj::Gate), &b.xn, &mut Dest::rows(&mut b.g, ff), &mut b.lora);
-            add_all(pool, lora, (l, Proj::Up), &b.xn, &mut Dest::rows(&mut b.u, ff), &mut b.lora);
+            add_all(
+                pool,
+                lora,
+                (l, Proj::Gate),
+                &b.xn,
+                &mut Dest::rows(&mut b.g, ff),
+                &mut b.lora,
+            );
+            add_all(
+                pool,
+                lora,
+                (l, Proj::Up),
+                &b.xn,
+                &mut Dest::rows(&mut b.u, ff),
+                &mut b.lora,
+            );
             ops.activate(c.ffn_act, &b.g, &b.u, &mut b.h);
         } else {
             ops.gate_up(&mut cx, &w.gate_up, tn, b);
@@ -260,7 +288,14 @@ impl Walker<'_, '_> {
         cx.obs.step(Op::GateUp, "ffn_geglu", l, &b.h);
         ops.linear(&mut cx, Op::Down, &w.down, &b.h, tn, &mut b.o);
         let e = c.n_embd;
-        add_all(pool, lora, (l, Proj::Down), &b.h, &mut Dest::rows(&mut b.o, e), &mut b.lora);
+        add_all(
+            pool,
+            lora,
+            (l, Proj::Down),
+            &b.h,
+            &mut Dest::rows(&mut b.o, e),
+            &mut b.lora,
+        );
         cx.obs.step(Op::Down, "ffn_out", l, &b.o);
         if let Some(pn) = &w.post_ffw_norm {
             ops.norm_rows_inplace(&mut b.o, pn, c.eps);

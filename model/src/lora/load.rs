@@ -223,7 +223,11 @@ fn read_pair<A: AsRef<[u8]>>(
     })
 }
 
-fn read_f32<A: AsRef<[u8]>>(g: &Gguf<A>, path: &str, t: &TensorInfo) -> Result<Vec<f32>, LoraError> {
+fn read_f32<A: AsRef<[u8]>>(
+    g: &Gguf<A>,
+    path: &str,
+    t: &TensorInfo,
+) -> Result<Vec<f32>, LoraError> {
     let mut out = vec![0f32; t.n_elements() as usize];
     formats::dequantize(t.ggml_type, g.tensor_data(t), &mut out).map_err(|_| LoraError::Type {
         path: path.to_string(),

@@ -284,8 +284,11 @@ pub fn attach(
         })
         .collect::<Result<_, LoraError>>()?;
     if merge {
-        let scaled: Vec<(&LoraAdapter, f32)> =
-            adapters.iter().map(|a| &**a).zip(specs.iter().map(|s| s.1)).collect();
+        let scaled: Vec<(&LoraAdapter, f32)> = adapters
+            .iter()
+            .map(|a| &**a)
+            .zip(specs.iter().map(|s| s.1))
+            .collect();
         prepare::merge(model, &scaled)?;
         return Ok(adapters);
     }

@@ -47,7 +47,10 @@ pub fn check(model: &Model, set: &LoraSet) -> Result<(), LoraError> {
         for (l, w) in model.weights.layers.iter().enumerate() {
             let gate_up = a.pair(l, Proj::Gate).is_some() || a.pair(l, Proj::Up).is_some();
             if gate_up && matches!(w.gate_up, GateUp::SwiGlu(_)) {
-                return Err(err(l, "its gate/up is fused (call lora::prepare::prepare first)"));
+                return Err(err(
+                    l,
+                    "its gate/up is fused (call lora::prepare::prepare first)",
+                ));
             }
         }
     }
@@ -110,7 +113,10 @@ pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), 
                 Qkv::Split { q, k, v } => q.is_packed() && k.is_packed() && v.is_packed(),
             };
         if !all_packed {
-            return Err(err(l, "--lora-merge needs packed weights (fast numerics, packable types)"));
+            return Err(err(
+                l,
+                "--lora-merge needs packed weights (fast numerics, packable types)",
+            ));
         }
         // The bytes of each projection: the file's, or requantized with the adapter added.
         let g = model.gguf();

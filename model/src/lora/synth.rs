@@ -59,7 +59,10 @@ pub fn write_adapter<B: AsRef<[u8]>>(
         return Err(bad("the rank must be at least 1".into()));
     }
     if !matches!(spec.ty, GgmlType::F32 | GgmlType::F16) {
-        return Err(bad(format!("adapter tensors are f32 or f16, not {}", spec.ty)));
+        return Err(bad(format!(
+            "adapter tensors are f32 or f16, not {}",
+            spec.ty
+        )));
     }
     let arch = match base.get("general.architecture") {
         Some(Value::String(s)) => s.into_owned(),
@@ -68,7 +71,10 @@ pub fn write_adapter<B: AsRef<[u8]>>(
     let mut w = GgufWriter::new();
     w.kv("general.architecture", MetaValue::String(arch));
     w.kv("general.type", MetaValue::String("adapter".into()));
-    w.kv("general.name", MetaValue::String(format!("pocket synthetic LoRA rank {}", spec.rank)));
+    w.kv(
+        "general.name",
+        MetaValue::String(format!("pocket synthetic LoRA rank {}", spec.rank)),
+    );
     w.kv("adapter.type", MetaValue::String("lora".into()));
     w.kv("adapter.lora.alpha", MetaValue::F32(spec.alpha));
     let mut rng = Rng::new(spec.seed);
@@ -79,7 +85,10 @@ pub fn write_adapter<B: AsRef<[u8]>>(
     };
     let mut n = 0;
     for l in 0.. {
-        if base.tensor_info(&format!("blk.{l}.attn_q.weight")).is_none() {
+        if base
+            .tensor_info(&format!("blk.{l}.attn_q.weight"))
+            .is_none()
+        {
             break;
         }
         for &p in &spec.targets {
@@ -94,21 +103,35 @@ pub fn write_adapter<B: AsRef<[u8]>>(
                 .map(|_| (rng.normal() / (n_in as f64).sqrt()) as f32)
                 .collect();
             // |W x| ~ sqrt(n_in)·w_rms·|x|; |B A x| ~ sqrt(rank)·σ_B·|x|.
-            let sigma_b =
-                spec.strength as f64 * (n_in as f64).sqrt() * w_rms / ((r as f64).sqrt() * scale as f64);
-            let b: Vec<f32> = (0..n_out * r).map(|_| (rng.normal() * sigma_b) as f32).collect();
+            let sigma_b = spec.strength as f64 * (n_in as f64).sqrt() * w_rms
+                / ((r as f64).sqrt() * scale as f64);
+            let b: Vec<f32> = (0..n_out * r)
+                .map(|_| (rng.normal() * sigma_b) as f32)
+                .collect();
             let enc = |x: &[f32]| -> io::Result<Vec<u8>> {
                 let mut v = Vec::new();
                 formats::quantize(spec.ty, x, &mut v).map_err(|e| bad(e.to_string()))?;
                 Ok(v)
             };
-            w.tensor(format!("{name}.lora_a"), spec.ty, &[n_in as u64, r as u64], enc(&a)?)?;
-            w.tensor(format!("{name}.lora_b"), spec.ty, &[r as u64, n_out as u64], enc(&b)?)?;
+            w.tensor(
+                format!("{name}.lora_a"),
+                spec.ty,
+                &[n_in as u64, r as u64],
+                enc(&a)?,
+            )?;
+            w.tensor(
+                format!("{name}.lora_b"),
+                spec.ty,
+                &[r as u64, n_out as u64],
+                enc(&b)?,
+            )?;
             n += 1;
         }
     }
     if n == 0 {
-        return Err(bad("the base model has none of the targeted projections".into()));
+        return Err(bad(
+            "the base model has none of the targeted projections".into()
+        ));
     }
     w.write_to(out)?;
     Ok(n)
