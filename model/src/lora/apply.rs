@@ -115,10 +115,21 @@ pub fn add_product(
     });
     s.delta.resize(tokens * n_out, 0.0);
     let mid = &s.mid;
-    fill(pool, &mut s.delta, rank, |i| {
-        let (t, o) = (i / n_out, i % n_out);
-        pair.b.dot(o * rank, &mid[t * rank..][..rank])
-    });
+    match &pair.bt {
+        // Bᵀ: per row, `rank` vectorized multiply-adds over the outputs.
+        Some(bt) => {
+            for (t, d) in s.delta.chunks_exact_mut(n_out).enumerate() {
+                d.fill(0.0);
+                for (r, &m) in mid[t * rank..][..rank].iter().enumerate() {
+                    bt.axpy(r * n_out, m, d);
+                }
+            }
+        }
+        None => fill(pool, &mut s.delta, rank, |i| {
+            let (t, o) = (i / n_out, i % n_out);
+            pair.b.dot(o * rank, &mid[t * rank..][..rank])
+        }),
+    }
     for (t, d) in s.delta.chunks_exact(n_out).enumerate() {
         let row = &mut dest.out[t * dest.stride + dest.offset..][..n_out];
         row.iter_mut().zip(d).for_each(|(o, &d)| *o += scale * d);

@@ -220,6 +220,7 @@ fn read_pair<A: AsRef<[u8]>>(
         n_out: n_out as usize,
         a: LoraMat::F32(read_f32(g, path, a)?),
         b: LoraMat::F32(read_f32(g, path, b)?),
+        bt: None,
     })
 }
 

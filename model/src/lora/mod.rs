@@ -76,7 +76,30 @@ pub struct LoraPair {
     pub n_in: usize,
     pub n_out: usize,
     pub a: LoraMat,
+    /// `B` row-major (`n_out × rank`), or, on the fast path, empty with [`Self::bt`].
     pub b: LoraMat,
+    /// `Bᵀ` (`rank × n_out`), the fast path's form: `B·m` is then `rank` contiguous
+    /// multiply-adds over the outputs (vectorized) instead of `n_out` dots of `rank`.
+    pub bt: Option<LoraMat>,
+}
+
+impl LoraPair {
+    /// `B` row-major in f32, whichever form it is held in.
+    pub fn b_rows(&self) -> Vec<f32> {
+        match &self.bt {
+            None => self.b.to_f32().into_owned(),
+            Some(bt) => {
+                let t = bt.to_f32();
+                let mut b = vec![0f32; self.n_out * self.rank];
+                for r in 0..self.rank {
+                    for o in 0..self.n_out {
+                        b[o * self.rank + r] = t[r * self.n_out + o];
+                    }
+                }
+                b
+            }
+        }
+    }
 }
 
 /// The elements of `A` or `B`: f32 as read (ggml numerics, merging: llama.cpp computes
@@ -131,12 +154,39 @@ impl LoraMat {
         }
     }
 
+    /// `out[i] += m · self[start + i]`.
+    pub fn axpy(&self, start: usize, m: f32, out: &mut [f32]) {
+        match self {
+            LoraMat::F32(v) => {
+                let v = &v[start..start + out.len()];
+                out.iter_mut().zip(v).for_each(|(o, &w)| *o += m * w);
+            }
+            LoraMat::Bf16(v) => {
+                let v = &v[start..start + out.len()];
+                out.iter_mut()
+                    .zip(v)
+                    .for_each(|(o, &w)| *o += m * bf16_to_f32(w));
+            }
+        }
+    }
+
     fn bytes(&self) -> usize {
         match self {
             LoraMat::F32(v) => v.len() * 4,
             LoraMat::Bf16(v) => v.len() * 2,
         }
     }
+}
+
+/// `x` (`rows × cols`, row-major) transposed.
+fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0f32; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = x[r * cols + c];
+        }
+    }
+    t
 }
 
 fn bf16_to_f32(h: u16) -> f32 {
@@ -206,10 +256,14 @@ impl LoraAdapter {
             .iter()
             .map(|ps| {
                 ps.clone().map(|p| {
-                    p.map(|p| LoraPair {
-                        a: p.a.to_bf16(),
-                        b: p.b.to_bf16(),
-                        ..p
+                    p.map(|p| {
+                        let bt = LoraMat::F32(transpose(&p.b_rows(), p.n_out, p.rank)).to_bf16();
+                        LoraPair {
+                            a: p.a.to_bf16(),
+                            b: LoraMat::Bf16(Vec::new()),
+                            bt: Some(bt),
+                            ..p
+                        }
                     })
                 })
             })

@@ -182,7 +182,7 @@ fn merged(
     let mut x = vec![0f32; n_in * n_out];
     formats::dequantize(ty, w, &mut x).map_err(|e| err(l, e.to_string()))?;
     for &(p, s) in pairs {
-        let (pa, pb) = (p.a.to_f32(), p.b.to_f32());
+        let (pa, pb) = (p.a.to_f32(), p.b_rows());
         for (o, row) in x.chunks_exact_mut(n_in).enumerate() {
             let b = &pb[o * p.rank..][..p.rank];
             for (r, &br) in b.iter().enumerate() {
