@@ -16,6 +16,9 @@ pub enum Error {
     /// draft for the target.
     #[error(transparent)]
     Spec(#[from] crate::cli::spec_args::SpecArgsError),
+    /// A LoRA adapter that does not load or fit the model.
+    #[error(transparent)]
+    Lora(#[from] pocket_model::lora::LoraError),
     /// A llama.cpp tool is missing, failed, or printed something unexpected.
     #[error(transparent)]
     Tool(#[from] crate::llama_bench::ToolError),

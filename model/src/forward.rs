@@ -114,6 +114,8 @@ pub(crate) struct Bufs {
     u: Vec<f32>,
     h: Vec<f32>,
     logits: Vec<f32>,
+    /// LoRA products' scratch.
+    lora: crate::lora::apply::LoraScratch,
 }
 
 /// One sequence of a session: its KV cache and the tokens in it (its length is the
@@ -144,6 +146,9 @@ pub struct Session<'m> {
     pub logits_all: bool,
     /// Per-operation accounting, when on ([`Session::set_breakdown`]).
     prof: Option<Box<Breakdown>>,
+    /// The LoRA adapters each sequence applies (`set_lora`, `set_seq_lora`; empty: the
+    /// base model).
+    lora: Vec<crate::lora::LoraSet>,
 }
 
 impl<'m> Session<'m> {
@@ -203,10 +208,39 @@ impl<'m> Session<'m> {
             rope_of,
             logits_all: false,
             prof: None,
+            lora: vec![model.lora_default.clone(); o.n_seq.max(1)],
         })
     }
 
     /// Turns per-operation accounting on (fresh counters) or off.
+    /// The LoRA adapters (with their scales) the next steps apply; refused when an adapted
+    /// layer was not prepared for it (`lora::prepare::prepare`).
+    pub fn set_lora(
+        &mut self,
+        set: crate::lora::LoraSet,
+    ) -> std::result::Result<(), crate::lora::LoraError> {
+        crate::lora::prepare::check(self.model, &set)?;
+        self.lora.iter_mut().for_each(|s| *s = set.clone());
+        Ok(())
+    }
+    /// The same for sequence `seq` alone (a server request's `lora` field); an unknown
+    /// sequence is ignored.
+    pub fn set_seq_lora(
+        &mut self,
+        seq: SeqId,
+        set: crate::lora::LoraSet,
+    ) -> std::result::Result<(), crate::lora::LoraError> {
+        crate::lora::prepare::check(self.model, &set)?;
+        if let Some(s) = self.lora.get_mut(seq) {
+            *s = set;
+        }
+        Ok(())
+    }
+    /// The adapters sequence `seq` applies.
+    pub fn lora(&self, seq: SeqId) -> Option<&crate::lora::LoraSet> {
+        self.lora.get(seq)
+    }
+
     pub fn set_breakdown(&mut self, on: bool) {
         self.prof = on.then(Box::default);
     }
@@ -265,6 +299,7 @@ impl<'m> Session<'m> {
             ropes,
             rope_of,
             prof,
+            lora,
             ..
         } = self;
         let mut w = Walker {
@@ -275,6 +310,7 @@ impl<'m> Session<'m> {
             ropes,
             rope_of,
             obs: Observer::new(prof.as_deref_mut(), batch.len()),
+            lora: lora.as_slice(),
         };
         match ops {
             Ops::Fast(f) => w.run(f, batch),

@@ -19,6 +19,7 @@ pub mod kv_cache;
 pub mod linear;
 pub mod logit_dump;
 pub mod logprobs;
+pub mod lora;
 pub mod perplexity;
 pub mod profile;
 pub mod sample_basic;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::engine_args::{parse_pg, positive, PlacementArgs, TestLists};
+use super::engine_args::{parse_pg, positive, LoraArgs, PlacementArgs, TestLists};
 use super::{CliError, CliResult};
 use crate::bench_format::{self, Format};
 use crate::engine::Test;
@@ -50,6 +50,9 @@ pub struct BenchArgs {
     /// Run every test with a busy loop pinned to CPU (the app's own work on a shared core).
     #[arg(long, value_name = "CPU")]
     pub contention: Option<u32>,
+    /// LoRA adapters applied to every model benched (`--lora`, `--lora-scaled`).
+    #[command(flatten)]
+    pub lora: LoraArgs,
 }
 
 impl BenchArgs {
@@ -90,7 +93,8 @@ pub fn run(args: BenchArgs) -> CliResult {
     }
     let mut rows = Vec::new();
     for m in &args.model {
-        let loaded = pocket_bench::load(m)?;
+        let mut loaded = pocket_bench::load(m)?;
+        args.lora.attach(&mut loaded.model)?;
         let profile = match &args.profile {
             Some(p) => Some(crate::profiling::Profile::start(p)?),
             None => None,

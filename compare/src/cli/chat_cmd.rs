@@ -76,7 +76,7 @@ pub fn run(a: ChatArgs) -> CliResult {
         .into());
     }
     let t0 = Instant::now();
-    let model = Model::load_with(&a.engine.model, a.engine.load_options())?;
+    let model = a.engine.load_model()?;
     let tok = &model.tokenizer;
     let tmpl = ChatTemplate::from_gguf(model.gguf(), tok, a.chat_template.as_deref())?;
     let mut s = Session::try_new(&model, a.engine.session_options(a.engine.ctx_size))?;

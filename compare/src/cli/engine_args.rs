@@ -32,9 +32,18 @@ pub struct ModelArgs {
     pub cache: CacheArgs,
     #[command(flatten)]
     pub placement: PlacementArgs,
+    #[command(flatten)]
+    pub lora: LoraArgs,
 }
 
 impl ModelArgs {
+    /// Loads the model for these options, with its LoRA adapters attached.
+    pub fn load_model(&self) -> Result<pocket_model::Model, crate::Error> {
+        let mut model = pocket_model::Model::load_with(&self.model, self.load_options())?;
+        self.lora.attach(&mut model)?;
+        Ok(model)
+    }
+
     /// How to load the model for these options.
     pub fn load_options(&self) -> LoadOptions {
         LoadOptions {
@@ -57,6 +66,60 @@ impl ModelArgs {
             o.n_threads = t.max(1);
         }
         o
+    }
+}
+
+// --- LoRA (model/src/lora) ---
+
+/// LoRA adapters in llama.cpp's GGUF adapter format, with llama.cpp's flags.
+#[derive(Args, Clone, Debug, Default)]
+pub struct LoraArgs {
+    /// LoRA adapter(s) at scale 1; repeat or separate with commas.
+    #[arg(long = "lora", value_name = "FILE", value_delimiter = ',')]
+    pub lora: Vec<PathBuf>,
+    /// LoRA adapter(s) with a user scale, FILE:SCALE; repeat or separate with commas.
+    #[arg(long = "lora-scaled", value_name = "FILE:SCALE", value_delimiter = ',',
+          value_parser = parse_lora_scaled)]
+    pub lora_scaled: Vec<(PathBuf, f32)>,
+    /// Fold the adapters into the weights at load (dequantize, add, requantize, pack):
+    /// no run-time cost, the requantization's accuracy cost, no switching.
+    #[arg(long)]
+    pub lora_merge: bool,
+}
+
+fn parse_lora_scaled(s: &str) -> Result<(PathBuf, f32), pocket_model::lora::LoraError> {
+    pocket_model::lora::load::parse_scaled(s)
+}
+
+impl LoraArgs {
+    /// `--lora` files (scale 1), then `--lora-scaled` ones.
+    pub fn specs(&self) -> Vec<(PathBuf, f32)> {
+        let ones = self.lora.iter().map(|p| (p.clone(), 1.0));
+        ones.chain(self.lora_scaled.iter().cloned()).collect()
+    }
+
+    /// Loads the adapters and attaches them to `model` (its sessions' default set).
+    pub fn attach(
+        &self,
+        model: &mut pocket_model::Model,
+    ) -> Result<Vec<std::sync::Arc<pocket_model::lora::LoraAdapter>>, pocket_model::lora::LoraError>
+    {
+        let specs = self.specs();
+        if specs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let loaded = pocket_model::lora::attach(model, &specs, self.lora_merge)?;
+        for (a, (_, s)) in loaded.iter().zip(&specs) {
+            eprintln!(
+                "lora: {} (alpha {}, {} matrices, {:.1} MiB) at scale {s}{}",
+                a.name,
+                a.alpha,
+                a.n_pairs(),
+                a.bytes() as f64 / (1 << 20) as f64,
+                if self.lora_merge { ", merged" } else { "" }
+            );
+        }
+        Ok(loaded)
     }
 }
 

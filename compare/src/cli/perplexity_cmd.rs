@@ -54,7 +54,7 @@ pub struct PerplexityArgs {
 
 pub fn run(a: PerplexityArgs) -> CliResult {
     let t0 = Instant::now();
-    let model = Model::load_with(&a.engine.model, a.engine.load_options())?;
+    let model = a.engine.load_model()?;
     eprintln!("load {:.0} ms", ms_since(t0));
     if a.kl_divergence {
         return run_kld(&a, &model);

@@ -39,7 +39,7 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> CliResult {
     let t0 = Instant::now();
-    let model = Model::load_with(&a.engine.model, a.engine.load_options())?;
+    let model = a.engine.load_model()?;
     let draft = match a.spec.draft_path()? {
         Some(p) => Some(Model::load_with(p, a.engine.load_options())?),
         None => None,

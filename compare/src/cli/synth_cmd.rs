@@ -1,7 +1,8 @@
 //! `pocket synth --preset NAME --type TYPE -o FILE [--seed N]`: a GGUF of a published shape
 //! with seeded random weights (see `pocket_model::synth`); `pocket synth --from MODEL
 //! --keep-layers N -o FILE`: a real model cut to its first N layers (a self-speculation
-//! draft, `pocket_model::synth::truncate`).
+//! draft, `pocket_model::synth::truncate`); `pocket synth --lora-for MODEL --lora-rank R
+//! -o FILE`: a random LoRA adapter for MODEL in llama.cpp's format (`pocket_model::lora::synth`).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -11,6 +12,8 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pocket_model::gguf::GgufFile;
+use pocket_model::lora::synth::{write_adapter, AdapterSpec};
+use pocket_model::lora::Proj;
 use pocket_model::synth::truncate::truncate_layers;
 use pocket_model::synth::{self, Arch, BaseVocab, SynthError, SynthType};
 
@@ -19,7 +22,7 @@ use super::{CliError, CliResult};
 #[derive(Args)]
 pub struct SynthArgs {
     /// Shape: mnn-pocket-0.3b, qwen3-0.6b, qwen2.5-0.5b, smollm2-135m or custom.
-    #[arg(long, required_unless_present = "from")]
+    #[arg(long, required_unless_present_any = ["from", "lora_for"])]
     preset: Option<String>,
     /// Instead of random weights: copy this GGUF model cut to its first --keep-layers
     /// layers (its embedding, final norm and head kept): a draft model for speculative
@@ -34,6 +37,26 @@ pub struct SynthArgs {
     /// With --from: how many of its first layers to keep.
     #[arg(long, value_name = "N", requires = "from")]
     keep_layers: Option<usize>,
+    /// Instead of a model: a random LoRA adapter for this base model, in llama.cpp's
+    /// adapter format (for --lora).
+    #[arg(long, value_name = "MODEL", conflicts_with_all = ["preset", "from"])]
+    lora_for: Option<PathBuf>,
+    /// With --lora-for: the adapter's rank.
+    #[arg(long, value_name = "R", default_value_t = 8, requires = "lora_for")]
+    lora_rank: usize,
+    /// With --lora-for: adapter.lora.alpha [default: the rank, so the scale is the user's].
+    #[arg(long, value_name = "ALPHA", requires = "lora_for")]
+    lora_alpha: Option<f32>,
+    /// With --lora-for: the adapted projections, comma-separated (q,k,v,o,gate,up,down).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "q,k,v,o,gate,up,down",
+          value_parser = parse_proj, requires = "lora_for")]
+    lora_targets: Vec<Proj>,
+    /// With --lora-for: the product's size against each projection's output at scale 1.
+    #[arg(long, value_name = "X", default_value_t = 0.08, requires = "lora_for")]
+    lora_strength: f32,
+    /// With --lora-for: tensor type, f32 or f16.
+    #[arg(long, value_name = "TYPE", default_value = "f32", value_parser = ["f32", "f16"], requires = "lora_for")]
+    lora_type: String,
     /// Weight type: f16, q8_0, q4_0, q4_1 or q4_k_m.
     #[arg(long = "type", default_value = "q8_0")]
     ty: String,
@@ -85,6 +108,9 @@ fn default_vocab() -> PathBuf {
 }
 
 pub fn run(args: SynthArgs) -> CliResult {
+    if let Some(base) = &args.lora_for {
+        return lora(&args, base);
+    }
     if let (Some(from), Some(keep)) = (&args.from, args.keep_layers) {
         return truncate(from, keep, &args.output);
     }
@@ -218,6 +244,65 @@ fn truncate(from: &std::path::Path, keep: usize, output: &std::path::Path) -> Cl
         "wrote {}: the first {keep} layers of {}",
         output.display(),
         from.display()
+    );
+    Ok(())
+}
+
+/// `q`, `k`, `v`, `o`, `gate`, `up`, `down`.
+fn parse_proj(s: &str) -> Result<Proj, String> {
+    Ok(match s.trim() {
+        "q" => Proj::Q,
+        "k" => Proj::K,
+        "v" => Proj::V,
+        "o" => Proj::Out,
+        "gate" => Proj::Gate,
+        "up" => Proj::Up,
+        "down" => Proj::Down,
+        _ => return Err(format!("`{s}` is not one of q, k, v, o, gate, up, down")),
+    })
+}
+
+/// `--lora-for MODEL`.
+fn lora(args: &SynthArgs, base_path: &std::path::Path) -> CliResult {
+    let base = GgufFile::open(base_path).map_err(|source| crate::Error::Load {
+        path: base_path.to_path_buf(),
+        source: source.into(),
+    })?;
+    let spec = AdapterSpec {
+        rank: args.lora_rank,
+        alpha: args.lora_alpha.unwrap_or(args.lora_rank as f32),
+        seed: args.seed,
+        targets: args.lora_targets.clone(),
+        ty: if args.lora_type == "f16" {
+            pocket_kernels::GgmlType::F16
+        } else {
+            pocket_kernels::GgmlType::F32
+        },
+        strength: args.lora_strength,
+    };
+    let file_err = |action, source| CliError::File {
+        action,
+        path: args.output.clone(),
+        source,
+    };
+    let file = File::create(&args.output).map_err(|e| file_err("create", e))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let written = write_adapter(&base, &spec, &mut out)
+        .and_then(|n| std::io::Write::flush(&mut out).map(|_| n));
+    let n = match written {
+        Ok(n) => n,
+        Err(e) => {
+            drop(out);
+            let _ = std::fs::remove_file(&args.output);
+            return Err(file_err("write", e).into());
+        }
+    };
+    eprintln!(
+        "wrote {}: a rank-{} LoRA adapter (alpha {}) for {}, {n} adapted matrices",
+        args.output.display(),
+        spec.rank,
+        spec.alpha,
+        base_path.display()
     );
     Ok(())
 }

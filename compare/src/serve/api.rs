@@ -191,6 +191,8 @@ pub struct GenFields {
     pub n: Option<u32>,
     /// OpenAI's `{"token id": bias}` or llama-server's `[[token id, bias | false], ...]`.
     pub logit_bias: Option<serde_json::Value>,
+    /// llama-server's per-request LoRA scales, `[{"id": 0, "scale": 0.5}]` (serve/lora.rs).
+    pub lora: Option<serde_json::Value>,
 }
 
 /// A request's `logit_bias` as (token, bias) pairs; `false` is llama-server's "never".
@@ -311,6 +313,7 @@ impl GenFields {
             },
             cache_prompt: self.cache_prompt.unwrap_or(true),
             id_slot,
+            lora: Default::default(),
         })
     }
 

@@ -45,6 +45,9 @@ pub struct ServeArgs {
     /// Requests that may wait for a slot; past them the server answers 503.
     #[arg(long, default_value_t = 64)]
     pub queue_size: usize,
+    /// LoRA adapters (`--lora`, `--lora-scaled`, `--lora-merge`; serve/lora.rs).
+    #[command(flatten)]
+    pub lora: crate::cli::engine_args::LoraArgs,
     /// KV cache type of keys (-ctk): f16, q8_0 or f32.
     #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16")]
     pub type_k: KvType,
@@ -187,8 +190,6 @@ const NO_OPS: &[(&str, bool)] = &[
 /// Flags of llama-server that pocket serve does not implement (a sample of the common
 /// ones, for a clearer message than clap's "unexpected argument").
 const REFUSED: &[&str] = &[
-    "--lora",
-    "--lora-scaled",
     "--mmproj",
     "--draft",
     "--embedding",
@@ -340,8 +341,8 @@ mod tests {
 
     #[test]
     fn unimplemented_flags_are_refused_by_name() {
-        let e = p(&["-m", "x.gguf", "--lora", "a.gguf"]).err().unwrap();
-        assert!(e.to_string().contains("--lora"), "{e}");
+        let e = p(&["-m", "x.gguf", "--mmproj", "a.gguf"]).err().unwrap();
+        assert!(e.to_string().contains("--mmproj"), "{e}");
         let e = p(&["-m", "x.gguf", "--no-such-flag"]).err().unwrap();
         assert!(e.to_string().contains("--no-such-flag"), "{e}");
         assert!(p(&["-m", "x.gguf", "-np", "0"]).is_err());

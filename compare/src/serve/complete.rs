@@ -169,6 +169,7 @@ async fn generate(
 fn settings_for(app: &App, gen: &GenFields) -> Result<GenSettings, ApiError> {
     let tok = &loaded(app)?.model.tokenizer;
     let mut settings = gen.settings(&app.args, tok)?;
+    settings.lora = loaded(app)?.lora.for_request(gen.lora.as_ref())?;
     let outside = settings
         .logit_bias
         .iter()

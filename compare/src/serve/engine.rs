@@ -116,6 +116,7 @@ impl<'m> Engine<'m> {
         while let Some(job) = self.pending.pop_front() {
             match self.pick_slot(&job) {
                 Some((slot, common)) => {
+                    let common = super::lora::switch(&mut self.s, slot, &job.settings.lora, common);
                     self.s.truncate_seq(slot, common);
                     self.slots[slot] = Some(Active::new(job, slot, common));
                     self.shared.queued.fetch_sub(1, Ordering::SeqCst);

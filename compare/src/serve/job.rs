@@ -26,6 +26,8 @@ pub struct GenSettings {
     pub id_slot: Option<usize>,
     /// Report each token's log-probability and this many alternatives.
     pub probs: Option<usize>,
+    /// The LoRA adapters and scales the request runs with (serve/lora.rs).
+    pub lora: pocket_model::lora::LoraSet,
 }
 
 impl GenSettings {

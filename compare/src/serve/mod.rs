@@ -15,6 +15,7 @@ mod engine;
 mod error;
 mod job;
 mod listen;
+mod lora;
 mod metrics;
 mod ordered_json;
 mod output;
@@ -79,7 +80,14 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
 fn load_and_serve(app: &App) -> crate::Result<()> {
     let a = &app.args;
     let t0 = Instant::now();
-    let model = Arc::new(Model::load_with(&a.model, LoadOptions::default())?);
+    let mut model = Model::load_with(&a.model, LoadOptions::default())?;
+    let adapters = a.lora.attach(&mut model)?;
+    // Merged adapters are part of the weights: nothing to list or switch.
+    let lora = match a.lora.lora_merge {
+        true => lora::LoraRegistry::new(Vec::new(), Vec::new()),
+        false => lora::LoraRegistry::new(adapters, a.lora.specs().iter().map(|s| s.1).collect()),
+    };
+    let model = Arc::new(model);
     let from_file = match &a.chat_template_file {
         Some(path) => Some(
             std::fs::read_to_string(path).map_err(|source| crate::Error::File {
@@ -129,6 +137,7 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
         template,
         jobs: tx,
         n_ctx_slot,
+        lora: Arc::new(lora),
     };
     if app.loaded.set(loaded).is_err() {
         return Err(crate::Error::Serve("the model was loaded twice"));

@@ -45,6 +45,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/apply-template", post(apply_template))
+        .route(
+            "/lora-adapters",
+            get(super::lora::list).post(super::lora::set),
+        )
         .route("/chat/completions/input_tokens", post(chat_input_tokens))
         .route("/v1/chat/completions/input_tokens", post(chat_input_tokens))
         .fallback(|| async { ApiError::NotFound("File Not Found".into()) })

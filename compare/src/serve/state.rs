@@ -27,6 +27,8 @@ pub struct Loaded {
     pub jobs: Sender<Job>,
     /// Tokens each slot holds.
     pub n_ctx_slot: usize,
+    /// The LoRA adapters and their global scales (serve/lora.rs).
+    pub lora: Arc<super::lora::LoraRegistry>,
 }
 
 pub struct App {

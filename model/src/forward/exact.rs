@@ -208,6 +208,14 @@ impl LayerOps for GgmlOps {
         cx.obs.step(Op::GateUp, "ffn_gate", cx.l, &b.g);
         cx.obs.step(Op::GateUp, "ffn_up", cx.l, &b.u);
     }
+
+    fn activate(&self, act: FfnAct, g: &[f32], u: &[f32], h: &mut Vec<f32>) {
+        h.resize(g.len(), 0.0);
+        match act {
+            FfnAct::Silu => vec::swiglu(g, u, h),
+            FfnAct::GeluTanh => gelu::geglu(g, u, h),
+        }
+    }
 }
 
 /// Why `Numerics::Ggml` cannot run this model, if it cannot.

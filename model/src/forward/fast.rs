@@ -207,6 +207,11 @@ impl LayerOps for FastOps {
             }
         }
     }
+
+    fn activate(&self, act: FfnAct, g: &[f32], u: &[f32], h: &mut Vec<f32>) {
+        h.resize(g.len(), 0.0);
+        gate(self.isa, act, g, u, h);
+    }
 }
 
 fn gate(isa: Isa, act: FfnAct, g: &[f32], u: &[f32], h: &mut [f32]) {

@@ -27,6 +27,9 @@ pub struct Model {
     /// Drop the token-embedding pages from the map after each lookup (see `forward`): set
     /// when those pages serve nothing else (the head is a packed copy or its own tensor).
     pub(super) release_embd: bool,
+    /// The LoRA adapters a new session applies (`lora::attach`; a session may change its
+    /// own with `Session::set_lora`). Empty: the base model.
+    pub lora_default: crate::lora::LoraSet,
 }
 
 impl Model {
@@ -70,6 +73,7 @@ impl Model {
             numerics: o.numerics,
             file: g,
             release_embd: o.release_mapped && !head_reads_embd,
+            lora_default: Default::default(),
         })
     }
 }

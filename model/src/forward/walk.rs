@@ -13,8 +13,10 @@ use pocket_kernels::ops::rope::RopeTable;
 use super::observe::Observer;
 use super::{Bufs, Sequence};
 use crate::batch::{Batch, BatchRow};
-use crate::config::Config;
+use crate::config::{Config, FfnAct};
 use crate::linear::Linear;
+use crate::lora::apply::{add_all, Dest, LoraRuns};
+use crate::lora::{LoraSet, Proj};
 use crate::profile::Op;
 use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Layer, Qkv};
@@ -51,6 +53,32 @@ pub(super) trait LayerOps {
     );
     /// The gated FFN's hidden rows `b.h` from the normed rows `b.xn`.
     fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs);
+
+    // --- LoRA (model/src/lora): gate and up apart, for an adapter to add to them
+    // before the activation. `lora::prepare` gives every adapted layer a stacked or
+    // split gate/up (never the fused SwiGLU kernel, which writes only `silu(gate)·up`).
+    /// Gate rows into `b.g`, up rows into `b.u` (`tokens × n_ff` each).
+    fn gate_up_parts(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs) {
+        match w {
+            GateUp::Split { gate, up } => {
+                self.linear(cx, Op::GateUp, gate, &b.xn, tokens, &mut b.g);
+                self.linear(cx, Op::GateUp, up, &b.xn, tokens, &mut b.u);
+            }
+            GateUp::Stacked(lin) => {
+                self.linear(cx, Op::GateUp, lin, &b.xn, tokens, &mut b.h);
+                let ff = cx.c.n_ff;
+                b.g.resize(tokens * ff, 0.0);
+                b.u.resize(tokens * ff, 0.0);
+                for (t, r) in b.h.chunks_exact(2 * ff).enumerate() {
+                    b.g[t * ff..(t + 1) * ff].copy_from_slice(&r[..ff]);
+                    b.u[t * ff..(t + 1) * ff].copy_from_slice(&r[ff..]);
+                }
+            }
+            GateUp::SwiGlu(_) => unreachable!("Session::set_lora refuses unprepared layers"),
+        }
+    }
+    /// `h = act(g) · u`, as this numerics' `gate_up` computes it.
+    fn activate(&self, act: FfnAct, g: &[f32], u: &[f32], h: &mut Vec<f32>);
 }
 
 /// What every operation may use: the model's configuration, the pool, the observer.
@@ -80,6 +108,8 @@ pub(super) struct Walker<'s, 'p> {
     pub ropes: &'s [RopeTable],
     pub rope_of: &'s [usize],
     pub obs: Observer<'p>,
+    /// The adapters each sequence applies (all empty: the base model).
+    pub lora: &'s [LoraSet],
 }
 
 impl Walker<'_, '_> {
@@ -94,13 +124,21 @@ impl Walker<'_, '_> {
         let want = batch.logit_rows();
         // The rows still live: all of them, until the last layer of a numerics that trims.
         let mut live: Vec<usize> = (0..rows.len()).collect();
+        let runs_all = LoraRuns::new(self.lora, rows.iter().map(|r| r.seq));
+        let mut runs_live = None;
         for (l, w) in m.weights.layers.iter().enumerate() {
             let last = l + 1 == c.n_layer;
             if last && ops.trims_last_layer() && !want.is_empty() && want.len() < rows.len() {
                 live = want.clone();
             }
-            self.attention_block(ops, l, w, batch, &live);
-            self.ffn_block(ops, l, w, live.len());
+            // LoRA: the rows' adapters, of all rows and of the live ones.
+            let trimmed = live.len() < rows.len();
+            if trimmed && runs_live.is_none() {
+                runs_live = Some(LoraRuns::new(self.lora, live.iter().map(|&t| rows[t].seq)));
+            }
+            let runs_live = runs_live.as_ref().unwrap_or(&runs_all);
+            self.attention_block(ops, l, w, batch, &live, [&runs_all, runs_live]);
+            self.ffn_block(ops, l, w, live.len(), runs_live);
         }
         for r in rows {
             self.seqs[r.seq].tokens.push(r.token);
@@ -143,6 +181,7 @@ impl Walker<'_, '_> {
         w: &Layer,
         batch: &Batch,
         live: &[usize],
+        [runs_all, runs_live]: [&LoraRuns; 2],
     ) {
         let c = &self.model.config;
         let Walker {
@@ -153,6 +192,22 @@ impl Walker<'_, '_> {
         ops.norm_rows(&b.x, &w.attn_norm, c.eps, &mut b.xn);
         cx.obs.step(Op::NormRope, "attn_norm", l, &b.xn);
         ops.qkv(&mut cx, &w.qkv, t_n, b);
+        // LoRA: before the biases, as llama.cpp adds them after build_lora_mm.
+        let (qd, kvd) = (c.q_dim(), c.kv_dim());
+        for (p, out, n) in [
+            (Proj::Q, &mut b.q, qd),
+            (Proj::K, &mut b.k, kvd),
+            (Proj::V, &mut b.v, kvd),
+        ] {
+            add_all(
+                pool,
+                runs_all,
+                (l, p),
+                &b.xn,
+                &mut Dest::rows(out, n),
+                &mut b.lora,
+            );
+        }
         cx.obs.mark(Op::Qkv);
         let table = &self.ropes[self.rope_of[l]];
         qk_into_cache(ops, c, w, l, &batch.rows, b, seqs, table);
@@ -175,6 +230,14 @@ impl Walker<'_, '_> {
             b.x.truncate(live.len() * e);
         }
         ops.linear(&mut cx, Op::OutProj, &w.wo, &b.att, live.len(), &mut b.o);
+        add_all(
+            pool,
+            runs_live,
+            (l, Proj::Out),
+            &b.att,
+            &mut Dest::rows(&mut b.o, e),
+            &mut b.lora,
+        );
         cx.obs.step(Op::OutProj, "attn_out", l, &b.o);
         if let Some(pn) = &w.post_attn_norm {
             ops.norm_rows_inplace(&mut b.o, pn, c.eps);
@@ -185,15 +248,54 @@ impl Walker<'_, '_> {
     }
 
     /// norm → gate/up → activation → down → (post-norm) → residual.
-    fn ffn_block<O: LayerOps>(&mut self, ops: &mut O, l: usize, w: &Layer, tn: usize) {
+    fn ffn_block<O: LayerOps>(
+        &mut self,
+        ops: &mut O,
+        l: usize,
+        w: &Layer,
+        tn: usize,
+        lora: &LoraRuns,
+    ) {
         let c = &self.model.config;
         let Walker { pool, b, obs, .. } = self;
         let mut cx = Cx { c, l, pool, obs };
         ops.norm_rows(&b.x, &w.ffn_norm, c.eps, &mut b.xn);
         cx.obs.step(Op::NormRope, "ffn_norm", l, &b.xn);
-        ops.gate_up(&mut cx, &w.gate_up, tn, b);
+        if lora.touches(l, &[Proj::Gate, Proj::Up]) {
+            // LoRA: gate and up adapted apart, then the activation.
+            let ff = c.n_ff;
+            ops.gate_up_parts(&mut cx, &w.gate_up, tn, b);
+            add_all(
+                pool,
+                lora,
+                (l, Proj::Gate),
+                &b.xn,
+                &mut Dest::rows(&mut b.g, ff),
+                &mut b.lora,
+            );
+            add_all(
+                pool,
+                lora,
+                (l, Proj::Up),
+                &b.xn,
+                &mut Dest::rows(&mut b.u, ff),
+                &mut b.lora,
+            );
+            ops.activate(c.ffn_act, &b.g, &b.u, &mut b.h);
+        } else {
+            ops.gate_up(&mut cx, &w.gate_up, tn, b);
+        }
         cx.obs.step(Op::GateUp, "ffn_geglu", l, &b.h);
         ops.linear(&mut cx, Op::Down, &w.down, &b.h, tn, &mut b.o);
+        let e = c.n_embd;
+        add_all(
+            pool,
+            lora,
+            (l, Proj::Down),
+            &b.h,
+            &mut Dest::rows(&mut b.o, e),
+            &mut b.lora,
+        );
         cx.obs.step(Op::Down, "ffn_out", l, &b.o);
         if let Some(pn) = &w.post_ffw_norm {
             ops.norm_rows_inplace(&mut b.o, pn, c.eps);

@@ -1,0 +1,163 @@
+//! The run-time product of an adapter: `out[t] += s · B(A x[t])` for every row `t` of a
+//! step, in the order llama.cpp's `build_lora_mm` evaluates it (`A x`, then `B ·`, then
+//! the scale, then the add onto the base product), batched over the step's rows: one
+//! pass of `A` over all rows, one of `B`. Work big enough to be worth it is split across
+//! the pool; a decode step's products are a few tens of thousands of multiply-adds and
+//! run on the calling thread.
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use super::{LoraPair, LoraSet, Proj};
+use crate::threadpool::ThreadPool;
+
+/// Below this many multiply-adds a product runs on the calling thread (waking the pool
+/// costs more than the arithmetic).
+const PAR_MACS: usize = 1 << 17;
+
+/// Reusable buffers of the low-rank products.
+#[derive(Default)]
+pub struct LoraScratch {
+    mid: Vec<f32>,
+    delta: Vec<f32>,
+}
+
+/// Where a projection's rows are: row `t`'s outputs are `out[t·stride + offset ..][..n_out]`
+/// (a fused Q/K/V or stacked gate/up output holds several projections per row).
+pub struct Dest<'o> {
+    pub out: &'o mut [f32],
+    pub stride: usize,
+    pub offset: usize,
+}
+
+impl<'o> Dest<'o> {
+    /// Rows of `n` values, nothing else in them.
+    pub fn rows(out: &'o mut [f32], n: usize) -> Dest<'o> {
+        Dest {
+            out,
+            stride: n,
+            offset: 0,
+        }
+    }
+}
+
+/// Runs of consecutive rows of a step that share one adapter set (each row applies its
+/// sequence's set); empty when no row has an active adapter.
+#[derive(Default)]
+pub struct LoraRuns<'a> {
+    runs: Vec<(&'a LoraSet, Range<usize>)>,
+}
+
+impl<'a> LoraRuns<'a> {
+    /// `sets[seq]` for each row's sequence `seq_of_rows`.
+    pub fn new(sets: &'a [LoraSet], seq_of_rows: impl Iterator<Item = usize>) -> Self {
+        let mut runs: Vec<(&'a LoraSet, Range<usize>)> = Vec::new();
+        if sets.iter().all(LoraSet::is_empty) {
+            return LoraRuns { runs };
+        }
+        for (t, seq) in seq_of_rows.enumerate() {
+            let set = &sets[seq];
+            match runs.last_mut() {
+                Some((s, r)) if std::ptr::eq(*s, set) => r.end = t + 1,
+                _ => runs.push((set, t..t + 1)),
+            }
+        }
+        runs.retain(|(s, _)| !s.is_empty());
+        LoraRuns { runs }
+    }
+
+    /// Whether any row's set adapts one of `ps` in layer `l`.
+    pub fn touches(&self, l: usize, ps: &[Proj]) -> bool {
+        self.runs.iter().any(|(s, _)| s.touches(l, ps))
+    }
+}
+
+/// Adds each row's active adapters' products for projection `p` of layer `l` to `dest`,
+/// for the rows of `x` (rows of the projection's input width).
+pub fn add_all(
+    pool: &ThreadPool,
+    runs: &LoraRuns,
+    (l, p): (usize, Proj),
+    x: &[f32],
+    dest: &mut Dest,
+    s: &mut LoraScratch,
+) {
+    for (set, rows) in &runs.runs {
+        for (pair, scale) in set.pairs(l, p) {
+            let n_in = pair.n_in;
+            let x = &x[rows.start * n_in..rows.end * n_in];
+            let mut d = Dest {
+                out: &mut dest.out[rows.start * dest.stride..],
+                stride: dest.stride,
+                offset: dest.offset,
+            };
+            add_product(pool, pair, scale, x, &mut d, s);
+        }
+    }
+}
+
+/// `dest[t] += scale · B(A x[t])`.
+pub fn add_product(
+    pool: &ThreadPool,
+    pair: &LoraPair,
+    scale: f32,
+    x: &[f32],
+    dest: &mut Dest,
+    s: &mut LoraScratch,
+) {
+    let (rank, n_in, n_out) = (pair.rank, pair.n_in, pair.n_out);
+    let tokens = x.len() / n_in;
+    debug_assert_eq!(x.len(), tokens * n_in, "lora input width");
+    s.mid.resize(tokens * rank, 0.0);
+    fill(pool, &mut s.mid, n_in, |i| {
+        let (t, r) = (i / rank, i % rank);
+        pair.a.dot(r * n_in, &x[t * n_in..][..n_in])
+    });
+    s.delta.resize(tokens * n_out, 0.0);
+    let mid = &s.mid;
+    match &pair.bt {
+        // Bᵀ: per row, `rank` vectorized multiply-adds over the outputs.
+        Some(bt) => {
+            for (t, d) in s.delta.chunks_exact_mut(n_out).enumerate() {
+                d.fill(0.0);
+                for (r, &m) in mid[t * rank..][..rank].iter().enumerate() {
+                    bt.axpy(r * n_out, m, d);
+                }
+            }
+        }
+        None => fill(pool, &mut s.delta, rank, |i| {
+            let (t, o) = (i / n_out, i % n_out);
+            pair.b.dot(o * rank, &mid[t * rank..][..rank])
+        }),
+    }
+    for (t, d) in s.delta.chunks_exact(n_out).enumerate() {
+        let row = &mut dest.out[t * dest.stride + dest.offset..][..n_out];
+        row.iter_mut().zip(d).for_each(|(o, &d)| *o += scale * d);
+    }
+}
+
+/// `buf[i] = f(i)` for every `i`, each `f` about `macs_each` multiply-adds; split in
+/// contiguous chunks across the pool when the total is worth it.
+fn fill(pool: &ThreadPool, buf: &mut [f32], macs_each: usize, f: impl Fn(usize) -> f32 + Sync) {
+    let n = pool.threads();
+    if n == 1 || buf.len() * macs_each < PAR_MACS {
+        buf.iter_mut().enumerate().for_each(|(i, v)| *v = f(i));
+        return;
+    }
+    let len = buf.len();
+    let mut parts = Vec::with_capacity(n);
+    let mut rest = buf;
+    for i in 0..n {
+        let r = ThreadPool::split(len, n, i);
+        let (a, b) = std::mem::take(&mut rest).split_at_mut(r.len());
+        parts.push((r.start, Mutex::new(a)));
+        rest = b;
+    }
+    pool.run(|i| {
+        let (start, part) = &parts[i];
+        let mut part = part.lock().unwrap();
+        part.iter_mut()
+            .enumerate()
+            .for_each(|(j, v)| *v = f(start + j));
+    });
+}

@@ -1,0 +1,359 @@
+//! LoRA adapters in llama.cpp's GGUF adapter format (`general.type = adapter`,
+//! `adapter.type = lora`, `adapter.lora.alpha`, tensors `<base weight>.lora_a` /
+//! `.lora_b`, as `convert_lora_to_gguf.py` writes them).
+//!
+//! * [`load`]: reading an adapter and checking it against the base model (architecture,
+//!   every pair complete, every base tensor present with matching shapes);
+//! * [`apply`]: the run-time product `out += scale · B(A x)` over a step's rows, beside
+//!   the packed base weights (which stay shared and untouched);
+//! * [`prepare`]: what the base needs before an adapter can run on it (the fused
+//!   SwiGLU gate/up kernel writes `silu(gate)·up` directly, so an adapted layer gets a
+//!   stacked gate/up instead), and `--lora-merge`: an adapter folded into the weights;
+//! * [`synth`]: random adapters of a given rank for tests and benchmarks.
+//!
+//! The scale of a pair is llama.cpp's `llama_adapter_lora_weight::get_scale`:
+//! `user_scale · alpha / rank`, or `user_scale` when the file has no alpha (0).
+
+pub mod apply;
+pub mod load;
+pub mod prepare;
+pub mod synth;
+
+use std::sync::Arc;
+
+pub use load::LoraError;
+
+/// The projections of a layer an adapter may adapt, in GGUF's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Proj {
+    Q,
+    K,
+    V,
+    Out,
+    Gate,
+    Up,
+    Down,
+}
+
+impl Proj {
+    pub const ALL: [Proj; 7] = [
+        Proj::Q,
+        Proj::K,
+        Proj::V,
+        Proj::Out,
+        Proj::Gate,
+        Proj::Up,
+        Proj::Down,
+    ];
+
+    /// The base tensor's name stem (`blk.N.<stem>.weight`).
+    pub fn stem(self) -> &'static str {
+        match self {
+            Proj::Q => "attn_q",
+            Proj::K => "attn_k",
+            Proj::V => "attn_v",
+            Proj::Out => "attn_output",
+            Proj::Gate => "ffn_gate",
+            Proj::Up => "ffn_up",
+            Proj::Down => "ffn_down",
+        }
+    }
+
+    fn from_stem(s: &str) -> Option<Proj> {
+        Proj::ALL.into_iter().find(|p| p.stem() == s)
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One adapted matrix `W` (`n_out × n_in`): `W + s·B·A` with `A` (`rank × n_in`) and
+/// `B` (`n_out × rank`), both row-major.
+#[derive(Clone, Debug)]
+pub struct LoraPair {
+    pub rank: usize,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub a: LoraMat,
+    /// `B` row-major (`n_out × rank`), or, on the fast path, empty with [`Self::bt`].
+    pub b: LoraMat,
+    /// `Bᵀ` (`rank × n_out`), the fast path's form: `B·m` is then `rank` contiguous
+    /// multiply-adds over the outputs (vectorized) instead of `n_out` dots of `rank`.
+    pub bt: Option<LoraMat>,
+}
+
+impl LoraPair {
+    /// `B` row-major in f32, whichever form it is held in.
+    pub fn b_rows(&self) -> Vec<f32> {
+        match &self.bt {
+            None => self.b.to_f32().into_owned(),
+            Some(bt) => {
+                let t = bt.to_f32();
+                let mut b = vec![0f32; self.n_out * self.rank];
+                for r in 0..self.rank {
+                    for o in 0..self.n_out {
+                        b[o * self.rank + r] = t[r * self.n_out + o];
+                    }
+                }
+                b
+            }
+        }
+    }
+}
+
+/// The elements of `A` or `B`: f32 as read (ggml numerics, merging: llama.cpp computes
+/// an f32 adapter in f32), or bf16 for the fast path. A decode step reads every adapter
+/// element once, so its cost is bandwidth: a rank-16 adapter on all projections of the
+/// MNN-Pocket shape is 29 MB in f32 beside 190 MB of Q4_1 weights, 14 MB in bf16. bf16's
+/// 2⁻⁹ relative rounding of each element is far below the fast path's own int8
+/// activation rounding, and its conversion is a shift (vectorized), unlike f16's.
+#[derive(Clone, Debug)]
+pub enum LoraMat {
+    F32(Vec<f32>),
+    Bf16(Vec<u16>),
+}
+
+impl LoraMat {
+    pub fn len(&self) -> usize {
+        match self {
+            LoraMat::F32(v) => v.len(),
+            LoraMat::Bf16(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements as f32.
+    pub fn to_f32(&self) -> std::borrow::Cow<'_, [f32]> {
+        match self {
+            LoraMat::F32(v) => v.into(),
+            LoraMat::Bf16(v) => v.iter().map(|&h| bf16_to_f32(h)).collect::<Vec<_>>().into(),
+        }
+    }
+
+    /// bf16, rounded to nearest even (ggml's `GGML_FP32_TO_BF16`).
+    pub fn to_bf16(&self) -> LoraMat {
+        match self {
+            LoraMat::F32(v) => LoraMat::Bf16(
+                v.iter()
+                    .map(|&x| pocket_kernels::formats::f16::fp32_to_bf16(x).to_bits())
+                    .collect(),
+            ),
+            LoraMat::Bf16(_) => self.clone(),
+        }
+    }
+
+    /// `Σ self[start + i] · x[i]`.
+    pub fn dot(&self, start: usize, x: &[f32]) -> f32 {
+        match self {
+            LoraMat::F32(v) => crate::linear::dot_f32(&v[start..start + x.len()], x),
+            LoraMat::Bf16(v) => dot_bf16(&v[start..start + x.len()], x),
+        }
+    }
+
+    /// `out[i] += m · self[start + i]`.
+    pub fn axpy(&self, start: usize, m: f32, out: &mut [f32]) {
+        match self {
+            LoraMat::F32(v) => {
+                let v = &v[start..start + out.len()];
+                out.iter_mut().zip(v).for_each(|(o, &w)| *o += m * w);
+            }
+            LoraMat::Bf16(v) => {
+                let v = &v[start..start + out.len()];
+                out.iter_mut()
+                    .zip(v)
+                    .for_each(|(o, &w)| *o += m * bf16_to_f32(w));
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            LoraMat::F32(v) => v.len() * 4,
+            LoraMat::Bf16(v) => v.len() * 2,
+        }
+    }
+}
+
+/// `x` (`rows × cols`, row-major) transposed.
+fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0f32; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = x[r * cols + c];
+        }
+    }
+    t
+}
+
+fn bf16_to_f32(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// bf16 · f32 with 16 partial sums (vectorizes, as `dot_f32`).
+fn dot_bf16(a: &[u16], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += bf16_to_f32(x[i]) * y[i];
+        }
+    }
+    let mut s: f32 = acc.iter().sum();
+    for (x, y) in ra.iter().zip(rb) {
+        s += bf16_to_f32(*x) * y;
+    }
+    s
+}
+
+/// A loaded adapter: its pairs by layer and projection.
+#[derive(Debug)]
+pub struct LoraAdapter {
+    /// Where it came from (the file path), for listings and errors.
+    pub name: String,
+    /// `adapter.lora.alpha` (0 when absent: the scale is then the user's scale alone).
+    pub alpha: f32,
+    pub layers: Vec<[Option<LoraPair>; 7]>,
+}
+
+impl LoraAdapter {
+    pub fn pair(&self, layer: usize, p: Proj) -> Option<&LoraPair> {
+        self.layers.get(layer)?[p.index()].as_ref()
+    }
+
+    /// The number of adapted matrices.
+    pub fn n_pairs(&self) -> usize {
+        self.layers.iter().flatten().flatten().count()
+    }
+
+    /// The scale of `pair` at `user_scale`, as llama.cpp computes it (same f32 order).
+    pub fn scale_of(&self, pair: &LoraPair, user_scale: f32) -> f32 {
+        if self.alpha != 0.0 {
+            user_scale * self.alpha / pair.rank as f32
+        } else {
+            user_scale
+        }
+    }
+
+    /// Bytes the adapter holds in memory.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|p| p.a.bytes() + p.b.bytes())
+            .sum()
+    }
+
+    /// The same adapter with bf16 elements (the fast path's form; see [`LoraMat`]).
+    pub fn to_bf16(&self) -> LoraAdapter {
+        let layers = self
+            .layers
+            .iter()
+            .map(|ps| {
+                ps.clone().map(|p| {
+                    p.map(|p| {
+                        let bt = LoraMat::F32(transpose(&p.b_rows(), p.n_out, p.rank)).to_bf16();
+                        LoraPair {
+                            a: p.a.to_bf16(),
+                            b: LoraMat::Bf16(Vec::new()),
+                            bt: Some(bt),
+                            ..p
+                        }
+                    })
+                })
+            })
+            .collect();
+        LoraAdapter {
+            name: self.name.clone(),
+            alpha: self.alpha,
+            layers,
+        }
+    }
+}
+
+/// The adapters a session applies, each with its user scale (llama.cpp's
+/// `--lora-scaled FILE:SCALE`; `--lora FILE` is scale 1). Adapters at scale 0 are
+/// skipped, so they cost nothing and leave the base model's logits exactly.
+#[derive(Clone, Debug, Default)]
+pub struct LoraSet {
+    pub active: Vec<(Arc<LoraAdapter>, f32)>,
+}
+
+impl LoraSet {
+    pub fn new(active: Vec<(Arc<LoraAdapter>, f32)>) -> LoraSet {
+        LoraSet { active }
+    }
+
+    /// The pairs (with their final scales) that adapt projection `p` of layer `l`.
+    pub fn pairs(&self, l: usize, p: Proj) -> impl Iterator<Item = (&LoraPair, f32)> {
+        self.active.iter().filter_map(move |(a, s)| {
+            let pair = a.pair(l, p)?;
+            (*s != 0.0).then(|| (pair, a.scale_of(pair, *s)))
+        })
+    }
+
+    /// Whether any active adapter adapts one of `ps` in layer `l`.
+    pub fn touches(&self, l: usize, ps: &[Proj]) -> bool {
+        ps.iter().any(|&p| self.pairs(l, p).next().is_some())
+    }
+
+    /// The same adapters at the same scales (what a cached prefix was computed with).
+    pub fn same_as(&self, other: &LoraSet) -> bool {
+        let on = |s: &LoraSet| -> Vec<(*const LoraAdapter, f32)> {
+            s.active
+                .iter()
+                .filter(|(_, x)| *x != 0.0)
+                .map(|(a, x)| (Arc::as_ptr(a), *x))
+                .collect()
+        };
+        on(self) == on(other)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.active.iter().all(|(_, s)| *s == 0.0)
+    }
+}
+
+/// Loads the adapters `specs` (file, user scale) for `model` and makes them its default
+/// set (every new session applies them), preparing the layers they adapt; with `merge`,
+/// folds them into the weights instead ([`prepare::merge`]) and leaves the set empty.
+/// Returns the loaded adapters.
+pub fn attach(
+    model: &mut crate::Model,
+    specs: &[(std::path::PathBuf, f32)],
+    merge: bool,
+) -> Result<Vec<Arc<LoraAdapter>>, LoraError> {
+    // The fast path runs bf16 copies (see `LoraMat`); ggml numerics and merging, f32.
+    let compact = !merge && model.numerics == crate::Numerics::Fast;
+    let adapters: Vec<Arc<LoraAdapter>> = specs
+        .iter()
+        .map(|(p, _)| {
+            let a = LoraAdapter::open_for(p, model)?;
+            Ok(Arc::new(if compact { a.to_bf16() } else { a }))
+        })
+        .collect::<Result<_, LoraError>>()?;
+    if merge {
+        let scaled: Vec<(&LoraAdapter, f32)> = adapters
+            .iter()
+            .map(|a| &**a)
+            .zip(specs.iter().map(|s| s.1))
+            .collect();
+        prepare::merge(model, &scaled)?;
+        return Ok(adapters);
+    }
+    let refs: Vec<&LoraAdapter> = adapters.iter().map(|a| &**a).collect();
+    prepare::prepare(model, &refs)?;
+    model.lora_default = LoraSet::new(
+        adapters
+            .iter()
+            .cloned()
+            .zip(specs.iter().map(|(_, s)| *s))
+            .collect(),
+    );
+    Ok(adapters)
+}

@@ -1,0 +1,277 @@
+//! LoRA parity with llama.cpp, as a user runs it: `pocket synth --lora-for` writes a
+//! random rank-8 adapter in llama.cpp's format; `pocket perplexity --lora` /
+//! `--lora-scaled` agree with `llama-perplexity` given the same flags and files within
+//! 0.5 % (`-c 128`, 3 chunks of tests/data/ppl_text.txt), on SmolLM2 Q4_1 and on a
+//! synthetic MNN-Pocket-shape Q4_1 model. Greedy text against llama-completion's is an open
+//! item (its test is ignored, see there). Each adapter moves perplexity by more than the
+//! bound, so a run that ignored it would fail.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn pocket(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run pocket")
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+}
+
+fn ok(o: Output, what: &str) -> Output {
+    assert!(o.status.success(), "{what} failed:\n{}", text(&o));
+    o
+}
+
+fn bin(name: &str) -> PathBuf {
+    common::fixture(&format!("llama.cpp-build/bin/{name}"))
+}
+
+fn ppl_text() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ppl_text.txt")
+}
+
+fn final_ppl(out: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.contains("Final estimate: PPL = "))
+        .unwrap_or_else(|| panic!("no Final estimate in:\n{out}"));
+    let v = line.split("PPL = ").nth(1).unwrap();
+    v.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+const PPL_ARGS: [&str; 6] = ["-c", "128", "--chunks", "3", "-t", "2"];
+
+fn pocket_ppl(model: &Path, extra: &[&str]) -> f64 {
+    let data = ppl_text();
+    let mut a = vec!["perplexity", "-m", model.to_str().unwrap()];
+    a.extend(["-f", data.to_str().unwrap()]);
+    a.extend(PPL_ARGS);
+    a.extend(extra);
+    let o = ok(pocket(&a), "pocket perplexity");
+    final_ppl(&text(&o))
+}
+
+fn llama_ppl(model: &Path, extra: &[&str]) -> f64 {
+    let o = Command::new(bin("llama-perplexity"))
+        .arg("-m")
+        .arg(model)
+        .arg("-f")
+        .arg(ppl_text())
+        .args(PPL_ARGS)
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run llama-perplexity");
+    let o = ok(o, "llama-perplexity");
+    final_ppl(&text(&o))
+}
+
+fn synth_adapter(model: &Path, out: &Path, seed: &str) {
+    ok(
+        pocket(&[
+            "synth",
+            "--lora-for",
+            model.to_str().unwrap(),
+            "--lora-rank",
+            "8",
+            "--seed",
+            seed,
+            "-o",
+            out.to_str().unwrap(),
+        ]),
+        "pocket synth --lora-for",
+    );
+}
+
+/// pocket's and llama.cpp's perplexity with `flags` (the same for both), their base
+/// perplexity, and the checks: within 0.5 % of each other, and the adapter moving
+/// perplexity by more than `min_move`.
+fn check_ppl(name: &str, model: &Path, flags: &[&str], min_move: f64) {
+    let base = pocket_ppl(model, &[]);
+    let (ours, theirs) = (pocket_ppl(model, flags), llama_ppl(model, flags));
+    let rel = (ours - theirs).abs() / theirs;
+    eprintln!(
+        "{name} {flags:?}: pocket PPL {ours:.4}, llama.cpp {theirs:.4} ({:.3} %), base {base:.4}",
+        rel * 100.0
+    );
+    assert!(rel < 0.005, "{name}: PPL {ours} vs llama.cpp's {theirs}");
+    assert!(
+        (ours - base).abs() / base > min_move,
+        "{name}: the adapter moves PPL only from {base} to {ours}"
+    );
+}
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pocket-lora-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn smollm2_lora_perplexity_matches_llama_cpp() {
+    let model = common::smollm2();
+    let dir = tmp("smol");
+    let (a, b) = (dir.join("a.gguf"), dir.join("b.gguf"));
+    synth_adapter(&model, &a, "1");
+    synth_adapter(&model, &b, "2");
+    let (sa, sb) = (a.to_str().unwrap(), b.to_str().unwrap());
+    check_ppl("SmolLM2", &model, &["--lora", sa], 0.05);
+    let scaled = format!("{sa}:0.5,{sb}:0.75");
+    check_ppl("SmolLM2", &model, &["--lora-scaled", &scaled], 0.05);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// TODO (open): with this adapter pocket in ggml numerics stops after "Paris." (an
+// end-of-generation token wins the argmax) where llama-completion goes on. The base model's
+// greedy text is llama.cpp's bit for bit (model/tests/parity_llama_cpp.rs); the adapter's
+// f32 products are not a bit-exact twin of ggml's (summation order), and a near-tie at
+// that step may flip. Not yet established which; the test stays, ignored, until it is.
+#[test]
+#[ignore = "open: greedy text with an adapter differs from llama-completion at a near-tie"]
+fn smollm2_lora_greedy_text_matches_llama_completion() {
+    let model = common::smollm2();
+    let dir = tmp("greedy");
+    let a = dir.join("a.gguf");
+    synth_adapter(&model, &a, "1");
+    let sa = a.to_str().unwrap();
+
+    // Greedy text in llama.cpp's arithmetic.
+    let prompt = "The capital of France is";
+    let ours = ok(
+        pocket(&[
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            prompt,
+            "-n",
+            "24",
+            "--temp",
+            "0",
+            "-t",
+            "2",
+            "--numerics",
+            "ggml",
+            "--lora",
+            sa,
+        ]),
+        "pocket run --lora",
+    );
+    let theirs = Command::new(bin("llama-completion"))
+        .arg("-m")
+        .arg(&model)
+        .args([
+            "-p", prompt, "-n", "24", "--temp", "0", "-no-cnv", "-t", "2", "--lora", sa,
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run llama-completion");
+    let theirs = ok(theirs, "llama-completion --lora");
+    let (o, t) = (
+        String::from_utf8_lossy(&ours.stdout).trim_end().to_string(),
+        String::from_utf8_lossy(&theirs.stdout)
+            .trim_end()
+            .to_string(),
+    );
+    let plain = ok(
+        pocket(&[
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "-p",
+            prompt,
+            "-n",
+            "24",
+            "--temp",
+            "0",
+            "-t",
+            "2",
+            "--numerics",
+            "ggml",
+        ]),
+        "pocket run",
+    );
+    eprintln!(
+        "pocket:    {o:?}\nllama.cpp: {t:?}\nno LoRA:   {:?}",
+        String::from_utf8_lossy(&plain.stdout).trim_end()
+    );
+    assert_eq!(o, t, "greedy text with the adapter");
+    assert_ne!(
+        o,
+        String::from_utf8_lossy(&plain.stdout).trim_end(),
+        "the adapter changes nothing"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn mnn_pocket_shape_lora_perplexity_matches_llama_cpp() {
+    common::fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
+    let dir = tmp("mnn");
+    let model = dir.join("mnn-pocket-q4_1.gguf");
+    ok(
+        pocket(&[
+            "synth",
+            "--preset",
+            "mnn-pocket-0.3b",
+            "--type",
+            "q4_1",
+            "--seed",
+            "7",
+            "-q",
+            "-o",
+            model.to_str().unwrap(),
+        ]),
+        "pocket synth",
+    );
+    let a = dir.join("a.gguf");
+    synth_adapter(&model, &a, "3");
+    // A random model's PPL (~87k) moves less with the same relative adapter.
+    check_ppl(
+        "MNN-Pocket shape",
+        &model,
+        &["--lora", a.to_str().unwrap()],
+        0.01,
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_foreign_or_broken_adapter_is_a_clear_error() {
+    let model = common::smollm2();
+    let m = model.to_str().unwrap();
+    let dir = tmp("bad");
+    let run = |lora: &str| pocket(&["run", "-m", m, "-p", "Hi", "-n", "1", "--lora", lora]);
+    // The model itself is no adapter.
+    let o = run(m);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("is not an adapter"), "{}", text(&o));
+    // Truncated.
+    let a = dir.join("a.gguf");
+    synth_adapter(&model, &a, "1");
+    let bytes = std::fs::read(&a).unwrap();
+    let cut = dir.join("cut.gguf");
+    std::fs::write(&cut, &bytes[..bytes.len() - 1000]).unwrap();
+    let o = run(cut.to_str().unwrap());
+    assert!(!o.status.success());
+    assert!(text(&o).contains("lies outside the file"), "{}", text(&o));
+    // --lora-scaled without a scale.
+    let o = pocket(&[
+        "run",
+        "-m",
+        m,
+        "-p",
+        "Hi",
+        "--lora-scaled",
+        a.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("FILE:SCALE"), "{}", text(&o));
+    std::fs::remove_dir_all(&dir).ok();
+}
