@@ -13,6 +13,7 @@ pub mod config;
 pub mod forward;
 pub mod generate;
 pub mod gguf;
+pub mod grammar;
 pub mod kld;
 pub mod kv_cache;
 pub mod linear;
