@@ -26,6 +26,8 @@ pub struct GenSettings {
     pub id_slot: Option<usize>,
     /// Report each token's log-probability and this many alternatives.
     pub probs: Option<usize>,
+    /// The grammar or schema the output follows (each job starts it afresh).
+    pub grammar: Option<pocket_model::grammar::Grammar>,
 }
 
 impl GenSettings {

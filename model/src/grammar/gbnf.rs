@@ -63,10 +63,7 @@ const ANY: &str = "/[\\x{0}-\\x{10FFFF}]/";
 
 /// Converts a GBNF grammar (start rule `root`) to llguidance Lark. `resolve` turns a
 /// `<text>` token reference into its id (None: not exactly one token of the vocabulary).
-pub fn gbnf_to_lark(
-    src: &str,
-    resolve: &dyn Fn(&str) -> Option<u32>,
-) -> Result<String, GbnfError> {
+pub fn gbnf_to_lark(src: &str, resolve: &dyn Fn(&str) -> Option<u32>) -> Result<String, GbnfError> {
     let rules = Parser { src, pos: 0 }.grammar()?;
     let find = |name: &str| rules.iter().find(|(n, _)| n == name);
     if find("root").is_none() {
@@ -198,7 +195,11 @@ fn emit(
             let valid: Vec<(u32, u32)> = ranges.iter().flat_map(|&r| scalar_ranges(r)).collect();
             if valid.is_empty() {
                 // `[]` matches nothing, `[^]` anything: classes regex-syntax can write.
-                out.push_str(if *negated { ANY } else { "/[^\\x{0}-\\x{10FFFF}]/" });
+                out.push_str(if *negated {
+                    ANY
+                } else {
+                    "/[^\\x{0}-\\x{10FFFF}]/"
+                });
                 return Ok(());
             }
             out.push_str(if *negated { "/[^" } else { "/[" });
@@ -419,11 +420,9 @@ impl Parser<'_> {
                                 let c = self.char()?;
                                 match char::from_u32(c) {
                                     Some(c) => s.push(c),
-                                    None => {
-                                        return self.err(format!(
-                                            "U+{c:X} is not a character (a surrogate or past U+10FFFF)"
-                                        ))
-                                    }
+                                    None => return self.err(format!(
+                                        "U+{c:X} is not a character (a surrogate or past U+10FFFF)"
+                                    )),
                                 }
                             }
                         }
@@ -482,10 +481,8 @@ impl Parser<'_> {
                 }
                 b'*' | b'+' | b'?' | b'{' => {
                     let Some(last) = items.pop() else {
-                        return self.err(format!(
-                            "'{}' has no item before it to repeat",
-                            b as char
-                        ));
+                        return self
+                            .err(format!("'{}' has no item before it to repeat", b as char));
                     };
                     let (min, max) = self.repetition()?;
                     items.push(Expr::Repeat {
@@ -545,7 +542,9 @@ impl Parser<'_> {
                 }
                 if let Some(m) = max {
                     if m < min {
-                        return self.err(format!("repetition {{{min},{m}}}: the maximum is below the minimum"));
+                        return self.err(format!(
+                            "repetition {{{min},{m}}}: the maximum is below the minimum"
+                        ));
                     }
                 }
                 (min, max.filter(|&m| m <= MAX_REPETITION))

@@ -92,7 +92,11 @@ fn errors_name_the_problem_and_where() {
         ("root ::= (\"a\"", "expecting ')'", (1, 14)),
         ("root ::= * \"a\"", "no item before it", (1, 10)),
         ("root ::= \"a\"{2001}", "exceed the limit of 2000", (1, 19)),
-        ("root ::= \"a\"{3,1}", "maximum is below the minimum", (1, 18)),
+        (
+            "root ::= \"a\"{3,1}",
+            "maximum is below the minimum",
+            (1, 18),
+        ),
         ("root ::= \"a\"{x}", "expecting an integer", (1, 14)),
         ("root ::= \"\\U00110000\"", "not a character", (1, 21)),
         ("root ::= x_y", "expecting a newline", (1, 11)),

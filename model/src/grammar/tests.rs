@@ -127,19 +127,29 @@ fn bad_grammars_and_schemas_are_errors_naming_the_problem() {
         .compile(&GrammarSpec::Gbnf("root ::= \"a\" undefined-rule".into()))
         .unwrap_err();
     assert!(
-        matches!(e, GrammarError::Gbnf(_)) && e.to_string().contains("undefined rule 'undefined-rule'"),
+        matches!(e, GrammarError::Gbnf(_))
+            && e.to_string().contains("undefined rule 'undefined-rule'"),
         "{e}"
     );
     let e = v
         .compile(&GrammarSpec::Lark("start: nope".into()))
         .unwrap_err();
-    assert!(matches!(e, GrammarError::Compile { .. }) && e.to_string().contains("nope"), "{e}");
+    assert!(
+        matches!(e, GrammarError::Compile { .. }) && e.to_string().contains("nope"),
+        "{e}"
+    );
     let e = GrammarSpec::json_schema_text("{\"type\": ").unwrap_err();
     assert!(matches!(e, GrammarError::SchemaSyntax(_)), "{e}");
     let e = v
-        .compile(&GrammarSpec::JsonSchema(serde_json::json!({"type": "no-such-type"})))
+        .compile(&GrammarSpec::JsonSchema(
+            serde_json::json!({"type": "no-such-type"}),
+        ))
         .unwrap_err();
-    assert!(e.to_string().starts_with("the JSON schema does not compile"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("the JSON schema does not compile"),
+        "{e}"
+    );
 }
 
 #[test]
