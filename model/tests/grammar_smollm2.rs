@@ -22,7 +22,7 @@ use common::{cache_dir, fixture};
 
 fn smollm2() -> Model {
     Model::load_with(
-        &fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
         Default::default(),
     )
     .unwrap()

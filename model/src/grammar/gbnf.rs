@@ -420,9 +420,11 @@ impl Parser<'_> {
                                 let c = self.char()?;
                                 match char::from_u32(c) {
                                     Some(c) => s.push(c),
-                                    None => return self.err(format!(
+                                    None => {
+                                        return self.err(format!(
                                         "U+{c:X} is not a character (a surrogate or past U+10FFFF)"
-                                    )),
+                                    ))
+                                    }
                                 }
                             }
                         }

@@ -67,13 +67,16 @@ impl GrammarSpec {
     }
 }
 
+/// Resolves a GBNF `<text>` token reference to its one token id.
+pub type SpecialTokens = Arc<dyn Fn(&str) -> Option<u32> + Send + Sync>;
+
 /// A model's vocabulary as llguidance sees it (token bytes in a trie, the
 /// end-of-generation tokens), shared by every grammar compiled for the model.
 #[derive(Clone)]
 pub struct GrammarVocab {
     factory: Arc<ParserFactory>,
     /// `<text>` references of GBNF grammars: the text's one token, when it is one.
-    special: Arc<dyn Fn(&str) -> Option<u32> + Send + Sync>,
+    special: SpecialTokens,
 }
 
 impl GrammarVocab {
@@ -92,7 +95,7 @@ impl GrammarVocab {
     pub fn from_token_bytes(
         bytes: Vec<Vec<u8>>,
         eog: &[u32],
-        special: Arc<dyn Fn(&str) -> Option<u32> + Send + Sync>,
+        special: SpecialTokens,
     ) -> Result<GrammarVocab, GrammarError> {
         let env = vocab::trie_env(bytes, eog).map_err(|msg| GrammarError::Compile {
             what: "the vocabulary",
