@@ -90,6 +90,9 @@ pub enum ModelError {
         pos: usize,
         next: usize,
     },
+    /// Grammar-constrained sampling failed mid-generation (`crate::grammar`).
+    #[error(transparent)]
+    Grammar(#[from] crate::grammar::GrammarError),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,

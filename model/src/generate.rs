@@ -170,6 +170,10 @@ pub fn generate_with(
             break stop;
         }
     };
+    // Grammar hook: a constraint that failed ended generation; say why.
+    if let Some(e) = sampler.take_grammar_error() {
+        return Err(e.into());
+    }
     if !matches!(stop, StopReason::Stop(_) | StopReason::Cancelled) {
         let tail = out.dec.finish();
         out.filter.push(&tail, &mut on_piece);

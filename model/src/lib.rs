@@ -14,6 +14,7 @@ pub mod forward;
 pub mod generate;
 pub mod gguf;
 pub mod hellaswag;
+pub mod grammar;
 pub mod kld;
 pub mod kv_cache;
 pub mod linear;

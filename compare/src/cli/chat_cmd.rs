@@ -15,7 +15,7 @@ use pocket_model::generate::{generate_with, GenParams};
 use pocket_model::{Model, Session};
 
 use super::engine_args::ModelArgs;
-use super::gen_args::SamplingArgs;
+use super::gen_args::{constrain, GrammarArgs, SamplingArgs};
 use super::spec_args::SpecArgs;
 use super::{CliError, CliResult};
 
@@ -47,6 +47,8 @@ pub struct ChatArgs {
     n_predict: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    grammar: GrammarArgs,
     #[command(flatten)]
     spec: SpecArgs,
 }
@@ -93,6 +95,7 @@ pub fn run(a: ChatArgs) -> CliResult {
     let n_ctx = s.n_ctx();
 
     let mut sampler = a.sampling.sampler();
+    let grammar = a.grammar.compile(tok)?;
     let mut messages: Vec<ChatMessage> = Vec::new();
     let base: Vec<ChatMessage> = match &a.system_prompt {
         Some(p) if !p.is_empty() => vec![ChatMessage::new("system", p.as_str())],
@@ -170,6 +173,8 @@ pub fn run(a: ChatArgs) -> CliResult {
             n_predict: a.n_predict,
             stop: Vec::new(),
         };
+        // Each reply starts the grammar afresh.
+        constrain(&mut sampler, grammar.as_ref());
         let mut failed = None;
         let g = generate_with(
             &mut s,

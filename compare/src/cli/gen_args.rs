@@ -2,8 +2,15 @@
 //! and defaults, except `--temp`, which defaults to greedy. The model and engine flags are
 //! in `engine_args`.
 
+use std::path::PathBuf;
+
 use clap::Args;
+use pocket_model::grammar::{Grammar, GrammarSpec, GrammarVocab};
 use pocket_model::sampler::{Sampler, SamplerParams};
+use pocket_model::tokenizer::Tokenizer;
+use pocket_model::ModelError;
+
+use super::CliError;
 
 /// Sampling: penalties → top-k → top-p → min-p → temperature → draw (`pocket_model::sampler`).
 #[derive(Args, Clone, Debug)]
@@ -46,6 +53,69 @@ impl SamplingArgs {
     }
 }
 
+/// Structured output (llama.cpp's flags): the reply must follow a GBNF grammar or a JSON
+/// schema (`pocket_model::grammar`). At most one of the four.
+#[derive(Args, Clone, Debug, Default)]
+#[group(multiple = false)]
+pub struct GrammarArgs {
+    /// A GBNF grammar (llama.cpp's format, start rule `root`; llguidance Lark is taken
+    /// too) the output must follow.
+    #[arg(long, value_name = "GRAMMAR")]
+    pub grammar: Option<String>,
+    /// --grammar from a file.
+    #[arg(long, value_name = "FILE")]
+    pub grammar_file: Option<PathBuf>,
+    /// A JSON schema the output must follow (`{}`: any JSON value).
+    #[arg(short = 'j', long, value_name = "SCHEMA")]
+    pub json_schema: Option<String>,
+    /// --json-schema from a file (`-jf`).
+    #[arg(long, value_name = "FILE")]
+    pub json_schema_file: Option<PathBuf>,
+}
+
+impl GrammarArgs {
+    /// What the flags ask for, files read; `None` without any.
+    pub fn spec(&self) -> Result<Option<GrammarSpec>, crate::Error> {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path).map_err(|source| CliError::File {
+                action: "read",
+                path: path.clone(),
+                source,
+            })
+        };
+        let schema = |text: &str| GrammarSpec::json_schema_text(text).map_err(ModelError::from);
+        Ok(Some(
+            match (
+                &self.grammar,
+                &self.grammar_file,
+                &self.json_schema,
+                &self.json_schema_file,
+            ) {
+                (Some(g), ..) => GrammarSpec::Gbnf(g.clone()),
+                (_, Some(f), ..) => GrammarSpec::Gbnf(read(f)?),
+                (_, _, Some(j), _) => schema(j)?,
+                (_, _, _, Some(f)) => schema(&read(f)?)?,
+                _ => return Ok(None),
+            },
+        ))
+    }
+
+    /// The compiled grammar for `tok`'s vocabulary, if one was asked for; a grammar that
+    /// does not compile is an error naming the problem.
+    pub fn compile(&self, tok: &Tokenizer) -> Result<Option<Grammar>, crate::Error> {
+        let Some(spec) = self.spec()? else {
+            return Ok(None);
+        };
+        let vocab = GrammarVocab::new(tok).map_err(ModelError::from)?;
+        Ok(Some(vocab.compile(&spec).map_err(ModelError::from)?))
+    }
+}
+
+/// Holds `sampler` to a fresh start of `grammar` for the next reply (if there is one).
+pub fn constrain(sampler: &mut Sampler, grammar: Option<&Grammar>) {
+    sampler.set_constraint(grammar.map(Grammar::constraint));
+}
+
 /// llama.cpp's multi-letter short flags, which clap cannot declare, as their long forms.
 pub fn long_form(arg: &std::ffi::OsStr) -> Option<&'static str> {
     Some(match arg.to_str()? {
@@ -54,6 +124,7 @@ pub fn long_form(arg: &std::ffi::OsStr) -> Option<&'static str> {
         "-ctv" => "--cache-type-v",
         "-sys" => "--system-prompt",
         "-md" => "--spec-draft-model",
+        "-jf" => "--json-schema-file",
         _ => return None,
     })
 }

@@ -1,5 +1,6 @@
 //! `pocket run -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T --seed S ...]
-//! [-ctk TYPE -ctv TYPE]`: streams the continuation to stdout, timings to stderr.
+//! [-ctk TYPE -ctv TYPE]
+//! [--grammar G | --grammar-file F | -j SCHEMA | -jf F]`: streams the continuation to stdout, timings to stderr.
 
 use std::io::Write;
 use std::time::Instant;
@@ -10,7 +11,7 @@ use pocket_model::generate::{generate_with, GenParams};
 use pocket_model::{Model, Session};
 
 use super::engine_args::ModelArgs;
-use super::gen_args::SamplingArgs;
+use super::gen_args::{constrain, GrammarArgs, SamplingArgs};
 use super::spec_args::SpecArgs;
 use super::{CliError, CliResult};
 
@@ -26,6 +27,8 @@ pub struct RunArgs {
     n_predict: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    grammar: GrammarArgs,
     #[command(flatten)]
     spec: SpecArgs,
     /// Do not echo the prompt.
@@ -46,6 +49,7 @@ pub fn run(a: RunArgs) -> CliResult {
     };
     let load_ms = ms_since(t0);
     let tok = &model.tokenizer;
+    let grammar = a.grammar.compile(tok)?;
     let prompt = tok.encode(&a.prompt, true, true);
     if prompt.is_empty() {
         return Err(CliError::EmptyPrompt.into());
@@ -82,6 +86,7 @@ pub fn run(a: RunArgs) -> CliResult {
         out.flush()?;
     }
     let mut sampler = a.sampling.sampler();
+    constrain(&mut sampler, grammar.as_ref());
     let params = GenParams {
         n_predict: a.n_predict,
         stop: Vec::new(),

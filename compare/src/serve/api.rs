@@ -2,6 +2,7 @@
 //! parsed strictly: malformed JSON or a field of the wrong type is a 400 naming it.
 
 use pocket_model::chat::ChatMessage;
+use pocket_model::grammar::GrammarSpec;
 use pocket_model::tokenizer::Tokenizer;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -181,7 +182,8 @@ pub struct GenFields {
     pub top_logprobs: Option<usize>,
     #[serde(default)]
     pub post_sampling_probs: bool,
-    /// Constrained sampling (not implemented: refused when set).
+    /// Constrained sampling: a GBNF grammar, a JSON schema, or OpenAI's response format
+    /// (see [`GenFields::grammar_spec`]).
     pub grammar: Option<serde_json::Value>,
     pub json_schema: Option<serde_json::Value>,
     pub response_format: Option<serde_json::Value>,
@@ -250,7 +252,6 @@ fn logit_bias(tok: &Tokenizer, v: &serde_json::Value) -> Result<Vec<(u32, f32)>,
 impl GenFields {
     /// The request's settings over the server's defaults.
     pub fn settings(&self, args: &ServeArgs, tok: &Tokenizer) -> Result<GenSettings, ApiError> {
-        self.refuse_constraints()?;
         if self.n.is_some_and(|n| !(1..=MAX_CHOICES).contains(&n)) {
             return Err(bad(format!("n must be between 1 and {MAX_CHOICES}")));
         }
@@ -314,33 +315,58 @@ impl GenFields {
             cache_prompt: self.cache_prompt.unwrap_or(true),
             id_slot,
             lora: Default::default(),
+            grammar: None,
         })
     }
 
-    /// Grammars, JSON schemas and JSON response formats constrain sampling, which pocket
-    /// does not implement: refused, never ignored.
-    fn refuse_constraints(&self) -> Result<(), ApiError> {
-        let set = |v: &Option<serde_json::Value>| {
-            v.as_ref()
-                .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
+    /// The structure the request holds generation to, by llama-server's rules: `grammar`
+    /// (GBNF) or `json_schema`, not both; `response_format` `{"type": "json_object"}`
+    /// (any object, or its `schema`) or `{"type": "json_schema", "json_schema":
+    /// {"schema": ...}}`; an empty schema is any object.
+    pub fn grammar_spec(&self) -> Result<Option<GrammarSpec>, ApiError> {
+        use serde_json::Value;
+        let grammar = match &self.grammar {
+            None | Some(Value::Null) => None,
+            Some(Value::String(g)) if g.is_empty() => None,
+            Some(Value::String(g)) => Some(g.clone()),
+            Some(_) => return Err(bad("grammar must be a string (a GBNF grammar)")),
         };
-        let format_kind = self
-            .response_format
-            .as_ref()
-            .and_then(|f| f.get("type"))
-            .and_then(|t| t.as_str());
-        let field = if set(&self.grammar) {
-            "grammar"
-        } else if set(&self.json_schema) {
-            "json_schema"
-        } else if self.response_format.is_some() && !matches!(format_kind, Some("text")) {
-            "response_format"
-        } else {
-            return Ok(());
-        };
-        Err(bad(format!(
-            "{field}: constrained sampling (grammars, JSON schemas) is not implemented in pocket"
-        )))
+        let mut schema = self.json_schema.clone().filter(|s| !s.is_null());
+        if grammar.is_some() && schema.is_some() {
+            return Err(bad("Cannot use both json_schema and grammar"));
+        }
+        if let Some(f) = &self.response_format {
+            let kind = f.get("type").and_then(Value::as_str).unwrap_or("");
+            match kind {
+                "json_object" if f.get("schema").is_some() || schema.is_none() => {
+                    schema = Some(f.get("schema").cloned().unwrap_or(Value::Null));
+                }
+                "json_schema" => {
+                    let inner = f.get("json_schema").and_then(|w| w.get("schema"));
+                    schema = Some(inner.cloned().unwrap_or(Value::Null));
+                }
+                "json_object" | "text" | "" => {}
+                other => {
+                    return Err(bad(format!(
+                        "response_format type must be one of \"text\" or \"json_object\", but got: {other}"
+                    )))
+                }
+            }
+        }
+        if let Some(g) = grammar {
+            return Ok(Some(GrammarSpec::Gbnf(g)));
+        }
+        Ok(match schema {
+            None => None,
+            Some(Value::Null) => Some(GrammarSpec::JsonObject),
+            Some(Value::Object(m)) if m.is_empty() => Some(GrammarSpec::JsonObject),
+            Some(s @ (Value::Object(_) | Value::Bool(_))) => Some(GrammarSpec::JsonSchema(s)),
+            Some(other) => {
+                return Err(bad(format!(
+                    "\"json_schema\": a schema is a JSON object, not {other}"
+                )))
+            }
+        })
     }
 
     pub fn include_usage(&self) -> bool {

@@ -19,6 +19,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use super::api::{
     chat_messages, parse_body, ChatRequest, CompletionRequest, GenFields, PromptTokens,
 };
+use pocket_model::grammar::{Grammar, GrammarSpec, GrammarVocab};
+
 use super::error::{bad, ApiError};
 use super::job::{Done, Event, GenSettings, Job};
 use super::routes::loaded;
@@ -170,6 +172,9 @@ fn settings_for(app: &App, gen: &GenFields) -> Result<GenSettings, ApiError> {
     let tok = &loaded(app)?.model.tokenizer;
     let mut settings = gen.settings(&app.args, tok)?;
     settings.lora = loaded(app)?.lora.for_request(gen.lora.as_ref())?;
+    if let Some(spec) = gen.grammar_spec()? {
+        settings.grammar = Some(compile_grammar(app, &spec)?);
+    }
     let outside = settings
         .logit_bias
         .iter()
@@ -185,6 +190,26 @@ fn settings_for(app: &App, gen: &GenFields) -> Result<GenSettings, ApiError> {
         settings.logit_bias.extend(never);
     }
     Ok(settings)
+}
+
+/// Compiles a request's grammar or schema for the model; one that does not compile is a
+/// 400 with llama-server's messages.
+fn compile_grammar(app: &App, spec: &GrammarSpec) -> Result<Grammar, ApiError> {
+    let l = loaded(app)?;
+    let vocab = app
+        .grammar_vocab
+        .get_or_init(|| GrammarVocab::new(&l.model.tokenizer));
+    let vocab = vocab.as_ref().map_err(|e| {
+        ApiError::Server(format!(
+            "this model's vocabulary cannot drive a grammar: {e}"
+        ))
+    })?;
+    vocab.compile(spec).map_err(|e| match spec {
+        GrammarSpec::Gbnf(_) | GrammarSpec::Lark(_) => bad(format!(
+            "Failed to initialize samplers: failed to parse grammar: {e}"
+        )),
+        _ => bad(format!("\"json_schema\": {e}")),
+    })
 }
 
 /// Queues one generation for the engine, or 503 when the bounded queue is full.

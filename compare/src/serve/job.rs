@@ -28,6 +28,8 @@ pub struct GenSettings {
     pub probs: Option<usize>,
     /// The LoRA adapters and scales the request runs with (serve/lora.rs).
     pub lora: pocket_model::lora::LoraSet,
+    /// The grammar or schema the output follows (each job starts it afresh).
+    pub grammar: Option<pocket_model::grammar::Grammar>,
 }
 
 impl GenSettings {

@@ -42,6 +42,7 @@ impl Active {
     pub fn new(job: Job, slot: usize, cached: usize) -> Active {
         let mut sampler = Sampler::new(job.settings.sampling.clone());
         job.prompt.iter().for_each(|&t| sampler.accept(t));
+        sampler.set_constraint(job.settings.grammar.as_ref().map(|g| g.constraint()));
         let out = Output::new(job.settings.stop.clone());
         Active {
             slot,
@@ -101,6 +102,11 @@ impl Active {
             self.timings.prompt_ms = self.started.elapsed().as_secs_f64() * 1e3;
         }
         self.sampler.accept(token);
+        if let Some(e) = self.sampler.take_grammar_error() {
+            // The grammar failed mid-generation (it ended on an end-of-generation token).
+            let _ = self.job.events.send(Event::Failed(e.to_string()));
+            return Outcome::Finished(Finish::Eos);
+        }
         if !self.job.settings.ignore_eos && tok.is_eog(token) {
             return Outcome::Finished(Finish::Eos);
         }

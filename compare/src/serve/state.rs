@@ -5,6 +5,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pocket_model::chat::ChatTemplate;
+use pocket_model::grammar::{GrammarError, GrammarVocab};
 use pocket_model::Model;
 
 use super::args::ServeArgs;
@@ -39,6 +40,8 @@ pub struct App {
     pub model_name: String,
     /// When the server started, in Unix seconds (llama-server's `Process-Start-Time-Unix`).
     pub started_unix: u64,
+    /// The model's vocabulary for grammars, built by the first request with one.
+    pub grammar_vocab: OnceLock<Result<GrammarVocab, GrammarError>>,
     next_id: AtomicU64,
 }
 
@@ -71,6 +74,7 @@ impl App {
             loaded: OnceLock::new(),
             model_name,
             started_unix: super::shapes::now_secs(),
+            grammar_vocab: OnceLock::new(),
             next_id: AtomicU64::new(0),
         }
     }

@@ -28,6 +28,7 @@
 //! penalties see the prompt too.
 
 mod candidates;
+mod constrained;
 mod rng;
 #[cfg(test)]
 mod tests;
@@ -107,6 +108,8 @@ pub struct Sampler {
     prev: VecDeque<u32>,
     counts: HashMap<u32, u32>,
     cand: Candidates,
+    /// Grammar-constrained sampling (`constrained.rs`).
+    grammar: constrained::GrammarHook,
 }
 
 impl Sampler {
@@ -119,6 +122,7 @@ impl Sampler {
             prev: VecDeque::new(),
             counts: HashMap::new(),
             cand: Candidates::default(),
+            grammar: Default::default(),
         }
     }
 
@@ -167,7 +171,17 @@ impl Sampler {
             let (rep, freq, pres) = (p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
             self.cand.apply_penalties(&self.counts, rep, freq, pres);
         }
+        if let Some(end) = self.grammar.mask(&mut self.cand) {
+            return end;
+        }
+        let token = self.pick();
+        self.grammar.commit(token);
+        token
+    }
 
+    /// The draw, from the candidates left by the penalties and the grammar.
+    fn pick(&mut self) -> u32 {
+        let p = &self.params;
         if p.temp <= 0.0 {
             // Greedy: top-k, top-p and min-p all keep the argmax, so skip them. Like
             // llama.cpp's temp sampler the first of equal maxima wins.
