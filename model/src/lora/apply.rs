@@ -6,10 +6,9 @@
 //! run on the calling thread.
 
 use std::ops::Range;
-use std::sync::Mutex;
 
 use super::{LoraPair, LoraSet, Proj};
-use crate::threadpool::ThreadPool;
+use crate::threadpool::{Disjoint, ThreadPool};
 
 /// Below this many multiply-adds a product runs on the calling thread (waking the pool
 /// costs more than the arithmetic).
@@ -144,19 +143,16 @@ fn fill(pool: &ThreadPool, buf: &mut [f32], macs_each: usize, f: impl Fn(usize) 
         buf.iter_mut().enumerate().for_each(|(i, v)| *v = f(i));
         return;
     }
+    // Items of the pool (claimed as the threads go), each a contiguous chunk of `buf`.
     let len = buf.len();
-    let mut parts = Vec::with_capacity(n);
-    let mut rest = buf;
-    for i in 0..n {
-        let r = ThreadPool::split(len, n, i);
-        let (a, b) = std::mem::take(&mut rest).split_at_mut(r.len());
-        parts.push((r.start, Mutex::new(a)));
-        rest = b;
-    }
-    pool.run(|i| {
-        let (start, part) = &parts[i];
-        let mut part = part.lock().unwrap();
-        part.iter_mut()
+    let n_items = n * 4;
+    let range = |k| ThreadPool::split(len, n_items, k);
+    let parts = Disjoint::split(buf, (0..n_items).map(|k| range(k).len()));
+    pool.run_items(n_items, |_, k| {
+        let start = range(k).start;
+        parts
+            .piece(k)
+            .iter_mut()
             .enumerate()
             .for_each(|(j, v)| *v = f(start + j));
     });
