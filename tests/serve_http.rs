@@ -428,9 +428,9 @@ fn tokenize_detokenize_apply_template_and_flags() {
             .output()
             .unwrap()
     };
-    let out = run(&["-m", "x.gguf", "--lora", "a.gguf"]);
+    let out = run(&["-m", "x.gguf", "--mmproj", "a.gguf"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--lora"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--mmproj"));
     let out = run(&["-m", "x.gguf", "--kv-unified"]);
     assert!(
         !out.status.success(),

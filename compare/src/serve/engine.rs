@@ -268,35 +268,40 @@ impl<'m> Engine<'m> {
     /// next row is used only while the sample equals the draft the row was fed. The cache
     /// is cut back to the rows whose tokens were kept.
     fn verify(&mut self, w: &Want, rows: &[f32], n_vocab: usize) {
+        // The counts go into the slot's timings before any row can finish it (its timings
+        // are sent when it finishes), and /metrics counts exactly the same.
+        let (drafted, mut counted) = (w.drafts.len(), 0);
+        if drafted > 0 {
+            if let Some(a) = self.slots[w.slot].as_mut() {
+                a.timings.draft_n += drafted;
+            }
+        }
         let mut j = 0;
         loop {
-            let token = self.sample_and_accept(
-                w.slot,
-                &rows[j * n_vocab..(j + 1) * n_vocab],
-                w.len + 1 + j,
-            );
+            let logits = &rows[j * n_vocab..(j + 1) * n_vocab];
+            let token = self.sample_and_accept(w.slot, logits, w.len + 1 + j);
             let live = self.slots[w.slot].is_some();
-            if !live || j == w.drafts.len() || token != Some(w.drafts[j]) {
+            if !live || j == drafted || token != Some(w.drafts[j]) {
                 break;
+            }
+            // Draft j was the target's own sample: kept (the slot goes on to row j + 1).
+            if let Some(a) = self.slots[w.slot].as_mut() {
+                a.timings.draft_n_accepted += 1;
+                counted += 1;
             }
             j += 1;
         }
-        if w.drafts.is_empty() {
+        if drafted == 0 {
             return;
         }
         // Rows 0..=j fed tokens that stay (the next token and the j kept drafts).
         self.s.truncate_seq(w.slot, w.len + 1 + j);
-        let kept = j.min(w.drafts.len());
         if let Some(spec) = self.specs[w.slot].as_mut() {
-            spec.verified(w.drafts.len(), kept);
-        }
-        if let Some(a) = self.slots[w.slot].as_mut() {
-            a.timings.draft_n += w.drafts.len();
-            a.timings.draft_n_accepted += kept;
+            spec.verified(drafted, j);
         }
         let mut m = self.shared.metrics.lock().unwrap();
-        m.draft_tokens += w.drafts.len() as u64;
-        m.draft_tokens_accepted += kept as u64;
+        m.draft_tokens += drafted as u64;
+        m.draft_tokens_accepted += counted as u64;
         m.drafts += 1;
     }
 
