@@ -185,8 +185,9 @@ fn stalled_worker_does_not_delay_a_job() {
     pool.stall_workers(0);
     std::thread::sleep(Duration::from_millis(400));
     let t = Tally::new(40, 2);
+    // 40 items of 5 ms: 200 ms for the worker to wake, even on a loaded machine.
     pool.run_items(40, |me, i| {
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(5));
         t.hit(me, i)
     });
     assert!(t.each_item().iter().all(|&h| h == 1));
