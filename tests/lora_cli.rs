@@ -28,6 +28,17 @@ fn ok(o: Output, what: &str) -> Output {
     o
 }
 
+/// `pocket run`: 24 greedy tokens of `prompt` in llama.cpp's arithmetic, plus `extra`.
+fn greedy_ggml(model: &Path, prompt: &str, extra: &[&str]) -> Output {
+    let m = model.to_str().unwrap();
+    let mut args = vec![
+        "run", "-m", m, "-p", prompt, "-n", "24", "--temp", "0", "-t", "2",
+    ];
+    args.extend(["--numerics", "ggml"]);
+    args.extend(extra);
+    pocket(&args)
+}
+
 fn bin(name: &str) -> PathBuf {
     common::fixture(&format!("llama.cpp-build/bin/{name}"))
 }
@@ -144,23 +155,7 @@ fn smollm2_lora_greedy_text_matches_llama_completion() {
     // Greedy text in llama.cpp's arithmetic.
     let prompt = "The capital of France is";
     let ours = ok(
-        pocket(&[
-            "run",
-            "-m",
-            model.to_str().unwrap(),
-            "-p",
-            prompt,
-            "-n",
-            "24",
-            "--temp",
-            "0",
-            "-t",
-            "2",
-            "--numerics",
-            "ggml",
-            "--lora",
-            sa,
-        ]),
+        greedy_ggml(&model, prompt, &["--lora", sa]),
         "pocket run --lora",
     );
     let theirs = Command::new(bin("llama-completion"))
@@ -179,24 +174,7 @@ fn smollm2_lora_greedy_text_matches_llama_completion() {
             .trim_end()
             .to_string(),
     );
-    let plain = ok(
-        pocket(&[
-            "run",
-            "-m",
-            model.to_str().unwrap(),
-            "-p",
-            prompt,
-            "-n",
-            "24",
-            "--temp",
-            "0",
-            "-t",
-            "2",
-            "--numerics",
-            "ggml",
-        ]),
-        "pocket run",
-    );
+    let plain = ok(greedy_ggml(&model, prompt, &[]), "pocket run");
     eprintln!(
         "pocket:    {o:?}\nllama.cpp: {t:?}\nno LoRA:   {:?}",
         String::from_utf8_lossy(&plain.stdout).trim_end()
