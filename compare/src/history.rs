@@ -32,11 +32,27 @@ pub fn find_receipts(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The receipts under `dir`, oldest first, and a message for each file that would not load.
+/// Whether the file at `path` is another benchmark's receipt (the serving benchmark's,
+/// `"kind": "pocket-serve-bench"`): it has its own history and is neither loaded nor an error.
+pub fn is_other_kind(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    value.get("kind").and_then(|k| k.as_str()) == Some(crate::serve_bench::receipt::KIND)
+}
+
+/// The `pocket compare` receipts under `dir`, oldest first, and a message for each file that
+/// would not load. Receipts of the serving benchmark are left out (see [`is_other_kind`]).
 pub fn load_all(dir: &Path) -> Result<(Vec<Receipt>, Vec<String>)> {
     let mut receipts = Vec::new();
     let mut skipped = Vec::new();
     for path in find_receipts(dir)? {
+        if is_other_kind(&path) {
+            continue;
+        }
         match Receipt::load(&path) {
             Ok(r) => receipts.push(r),
             Err(e) => skipped.push(e.to_string()),

@@ -170,6 +170,21 @@ fn every_stored_receipt_in_the_tree_loads() {
     let (receipts, skipped) = history::load_all(&results).unwrap();
     assert!(skipped.is_empty(), "{skipped:?}");
     assert!(receipts.len() >= 4, "{} receipts", receipts.len());
+    // The serving benchmark's receipts, left out of that history, load as what they are.
+    let mut serve = 0;
+    for path in history::find_receipts(&results).unwrap() {
+        if history::is_other_kind(&path) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let r: pocket_compare::serve_bench::receipt::ServeReceipt =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(r.kind, pocket_compare::serve_bench::receipt::KIND);
+            serve += 1;
+        }
+    }
+    assert!(
+        serve >= 1,
+        "no serving-benchmark receipt found under results/"
+    );
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! (`#[target_feature]` functions) and chosen here once, at run time: a binary built for
 //! generic x86-64 or aarch64 still runs the AVX2 / dotprod / i8mm paths where the CPU has
 //! them, and never executes an instruction the CPU lacks (no SIGILL from compile-time
-//! dispatch). `POCKET_ISA=scalar|avx2|neon|dotprod|i8mm` forces a level for tests and
-//! benchmarks; forcing a level the CPU lacks is refused with an error.
+//! dispatch). `POCKET_ISA=scalar|avx2|avxvnni|avx512vnni|neon|dotprod|i8mm` forces a level for tests
+//! and benchmarks; forcing a level the CPU lacks is refused with an error.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -15,6 +15,13 @@ pub enum Isa {
     Scalar,
     /// x86-64 AVX2 + FMA + F16C.
     Avx2,
+    /// x86-64 AVX2 level plus AVX-VNNI (`vpdpbusd` at 256 bits, VEX; Intel Alder Lake and
+    /// later client cores, AMD Zen5).
+    AvxVnni,
+    /// x86-64 AVX2 level plus AVX-512 F/BW/VL and VNNI (`vpdpbusd`): the int8 dot products
+    /// of the matmuls in one instruction, 32 vector registers (AMD Zen4/Zen5, Intel
+    /// Ice Lake and later servers).
+    Avx512Vnni,
     /// aarch64 Advanced SIMD.
     Neon,
     /// aarch64 NEON + the dot-product extension (`sdot`).
@@ -23,13 +30,23 @@ pub enum Isa {
     I8mm,
 }
 
-pub const ALL_ISAS: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::Neon, Isa::Dotprod, Isa::I8mm];
+pub const ALL_ISAS: [Isa; 7] = [
+    Isa::Scalar,
+    Isa::Avx2,
+    Isa::AvxVnni,
+    Isa::Avx512Vnni,
+    Isa::Neon,
+    Isa::Dotprod,
+    Isa::I8mm,
+];
 
 impl Isa {
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::AvxVnni => "avxvnni",
+            Isa::Avx512Vnni => "avx512vnni",
             Isa::Neon => "neon",
             Isa::Dotprod => "dotprod",
             Isa::I8mm => "i8mm",
@@ -53,6 +70,16 @@ impl Isa {
                     && is_x86_feature_detected!("fma")
                     && is_x86_feature_detected!("f16c")
             }
+            #[cfg(target_arch = "x86_64")]
+            Isa::AvxVnni => Isa::Avx2.is_available() && is_x86_feature_detected!("avxvnni"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => {
+                Isa::Avx2.is_available()
+                    && is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vl")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => std::arch::is_aarch64_feature_detected!("neon"),
             #[cfg(target_arch = "aarch64")]
@@ -69,6 +96,12 @@ impl Isa {
             #[allow(unreachable_patterns)]
             _ => false,
         }
+    }
+
+    /// Whether this level runs the x86 AVX2 bodies (element-wise ops, activation
+    /// quantization, attention; the VNNI level adds its own matmul tiles on top).
+    pub fn has_avx2(self) -> bool {
+        matches!(self, Isa::Avx2 | Isa::AvxVnni | Isa::Avx512Vnni)
     }
 
     /// Every level this CPU can run, most portable first (tests iterate over these).
@@ -108,7 +141,7 @@ impl Isa {
             Ok(s) if s.trim().is_empty() || s.trim().eq_ignore_ascii_case("auto") => Ok(None),
             Ok(s) => match Isa::from_name(&s) {
                 None => Err(format!(
-                    "POCKET_ISA={s:?} is not one of scalar, avx2, neon, dotprod, i8mm, auto"
+                    "POCKET_ISA={s:?} is not one of scalar, avx2, avxvnni, avx512vnni, neon, dotprod, i8mm, auto"
                 )),
                 Some(isa) if !isa.is_available() => {
                     Err(format!("POCKET_ISA={s}: this CPU does not support {isa}"))
@@ -144,7 +177,25 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         assert!(!Isa::Neon.is_available() && !Isa::I8mm.is_available());
         #[cfg(target_arch = "aarch64")]
-        assert!(!Isa::Avx2.is_available());
+        assert!(!Isa::Avx2.is_available() && !Isa::AvxVnni.is_available());
+        #[cfg(target_arch = "aarch64")]
+        assert!(!Isa::Avx512Vnni.is_available());
+    }
+
+    /// Every level of this architecture the CPU lacks is named, so a run on an older
+    /// machine says what it did not test (the kernel tests iterate `Isa::available()`).
+    #[test]
+    fn levels_this_cpu_lacks_are_reported() {
+        for isa in ALL_ISAS {
+            let this_arch = if cfg!(target_arch = "x86_64") {
+                isa.has_avx2() || isa == Isa::Scalar
+            } else {
+                !isa.has_avx2()
+            };
+            if this_arch && !isa.is_available() {
+                eprintln!("SKIPPED: {isa} kernels are not tested here: this CPU lacks {isa}");
+            }
+        }
     }
 
     /// `POCKET_EXPECT_ISA=<level>` (set by `kernels/tests/aarch64.sh` for each qemu CPU model,

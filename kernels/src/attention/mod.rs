@@ -90,8 +90,8 @@ pub struct AttnScratch {
 pub fn attend<R: KvRows>(kv: &R, a: &QueryBlock, out: &mut [f32], s: &mut AttnScratch, isa: Isa) {
     check(a, out.len());
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 && isa.is_available() {
-        return crate::arch::x86::attention::attend_checked(kv, a, out, s);
+    if isa.has_avx2() && isa.is_available() {
+        return crate::arch::x86::attention::attend_checked(kv, a, out, s, isa);
     }
     tiled::attend_body(kv, a, out, s, isa)
 }

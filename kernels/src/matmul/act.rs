@@ -106,7 +106,7 @@ impl QuantizedActivation {
     /// Fills `qs`, `d`, `sum` and `ds` with the ISA's kernel; false when there is none.
     fn quantize_simd(&mut self, x: &[f32], isa: Isa) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx2 && Isa::Avx2.is_available() {
+        if isa.has_avx2() && isa.is_available() {
             crate::arch::x86::act::quantize_checked(
                 x,
                 &mut self.qs,

@@ -46,7 +46,7 @@ pub trait Kernels: Copy {
     /// Runs [`drive::<Self, L>`](drive) inside a `#[target_feature]` function of this ISA.
     fn run<const L: u8>(self, job: Job);
     /// Activation rows per weight-panel pass for `layout` in a call over `tokens` tokens
-    /// (at most 6).
+    /// (at most 8).
     fn token_tile(self, layout: Layout, tokens: usize) -> usize;
     /// Prepares the chunk `rows` (tiles of `tt`) for a call over `tokens` tokens.
     fn stage(
@@ -134,6 +134,8 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
                     swiglu,
                 };
                 match rows {
+                    8 => e.emit::<8>(o),
+                    7 => e.emit::<7>(o),
                     6 => e.emit::<6>(o),
                     5 => e.emit::<5>(o),
                     4 => e.emit::<4>(o),

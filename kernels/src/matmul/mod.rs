@@ -13,7 +13,8 @@
 //!   of **output panels** (8 output rows each, [`PackedMatrix::panels`]); a thread pool
 //!   splits the panel range. They dispatch on an [`Isa`]; levels without a kernel here
 //!   (the ARM ones on x86, AVX2 on aarch64, any level on another architecture) run the
-//!   scalar path. x86: `arch::x86` (AVX2); aarch64: `arch::arm` (NEON,
+//!   scalar path. x86: `arch::x86` (AVX2) and `arch::x86::vnni` (AVX-VNNI, AVX-512 VNNI:
+//!   the same tiles with `vpdpbusd`); aarch64: `arch::arm` (NEON,
 //!   dotprod, i8mm).
 //!
 //! Output placement: panel range `a..b` covers output rows `8a .. min(8b, rows)`; row `r`
@@ -112,6 +113,16 @@ fn run(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => driver::run(token(isa, crate::arch::x86::Simd::detect(isa)), job),
+        #[cfg(target_arch = "x86_64")]
+        Isa::AvxVnni => {
+            use crate::arch::x86::vnni::{AvxVnni, Vnni};
+            driver::run(token(isa, Vnni::<AvxVnni>::detect()), job)
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => {
+            use crate::arch::x86::vnni::{Avx512, Vnni};
+            driver::run(token(isa, Vnni::<Avx512>::detect()), job)
+        }
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => driver::run(token(isa, crate::arch::arm::Neon::detect()), job),
         #[cfg(target_arch = "aarch64")]

@@ -1,24 +1,56 @@
-//! The tiled attention body ([`crate::attention`]) compiled for AVX2: its loops vectorize
-//! 8-wide; the arithmetic is plain f32 (no contraction into FMAs), so it equals the body
-//! without target features bit for bit.
+//! The tiled attention body ([`crate::attention`]) compiled for AVX2 (8-wide) and for
+//! AVX-512 (16-wide, 32 registers): its loops vectorize; the arithmetic is plain f32 (no
+//! contraction into FMAs, no reassociation), so either build equals the body without target
+//! features bit for bit.
 
 use crate::attention::{attend_body, AttnScratch, KvRows, QueryBlock};
 use crate::Isa;
 
-/// Safe entry point: [`attend`] after checking the CPU (panics without AVX2/FMA/F16C).
-pub fn attend_checked<R: KvRows>(kv: &R, a: &QueryBlock, out: &mut [f32], s: &mut AttnScratch) {
+/// Safe entry point: the body compiled for `isa` (an AVX2-bodied level) after checking the
+/// CPU (panics when it lacks `isa`).
+pub fn attend_checked<R: KvRows>(
+    kv: &R,
+    a: &QueryBlock,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
+) {
     assert!(
-        Isa::Avx2.is_available(),
-        "AVX2 attention requested on a CPU without AVX2/FMA/F16C"
+        isa.has_avx2() && isa.is_available(),
+        "{isa} attention requested on a CPU without {isa}"
     );
-    // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
-    unsafe { attend(kv, a, out, s) }
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: the CPU supports the AVX-512 level (checked just above).
+        unsafe { attend_avx512(kv, a, out, s, isa) }
+    } else {
+        // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
+        unsafe { attend(kv, a, out, s, isa) }
+    }
 }
 
 /// # Safety
 /// The CPU supports AVX2, FMA and F16C. (Memory is reached through slices: shapes as
 /// `crate::attention::attend`, violations panic on bounds.)
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn attend<R: KvRows>(kv: &R, a: &QueryBlock, out: &mut [f32], s: &mut AttnScratch) {
-    attend_body(kv, a, out, s, Isa::Avx2)
+unsafe fn attend<R: KvRows>(
+    kv: &R,
+    a: &QueryBlock,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
+) {
+    attend_body(kv, a, out, s, isa)
+}
+
+/// # Safety
+/// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (Memory as [`attend`].)
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+unsafe fn attend_avx512<R: KvRows>(
+    kv: &R,
+    a: &QueryBlock,
+    out: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
+) {
+    attend_body(kv, a, out, s, isa)
 }

@@ -31,6 +31,7 @@ pub mod q5_0;
 pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
+pub mod vnni;
 
 use crate::matmul::driver::{self, Chunk, Job, Kernels};
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
@@ -214,7 +215,7 @@ unsafe fn tile_il_sym<const N: usize>(
 }
 
 /// Whether `layout` has gemm tiles on interleaved activations ([`interleave`]).
-const fn has_il(layout: Layout) -> bool {
+pub(crate) const fn has_il(layout: Layout) -> bool {
     matches!(
         layout,
         Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 | Layout::Q4_K | Layout::Q5_0 | Layout::Q8_0
@@ -287,7 +288,7 @@ fn q5_lane_offsets(q: &[i8]) -> i32 {
 
 /// Where a tile's activation rows come from.
 #[derive(Clone, Copy)]
-enum Src<'a> {
+pub(crate) enum Src<'a> {
     /// Rows `t..t+N` of the activation.
     Rows(&'a QuantizedActivation, usize),
     /// An interleaved tile of N tokens ([`interleave`]), `blocks·N·52` bytes.
@@ -300,7 +301,7 @@ enum Src<'a> {
 /// CPU supports AVX2, FMA, F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn tile<const N: usize>(
+pub(crate) unsafe fn tile<const N: usize>(
     layout: Layout,
     w: &PackedMatrix,
     p: usize,

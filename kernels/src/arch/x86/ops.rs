@@ -18,7 +18,7 @@ pub struct Simd(());
 impl Simd {
     /// The token for `isa` if it maps to these bodies (`Avx2`) and this CPU runs them.
     pub fn detect(isa: Isa) -> Option<Simd> {
-        (isa == Isa::Avx2 && isa.is_available()).then_some(Simd(()))
+        (isa.has_avx2() && isa.is_available()).then_some(Simd(()))
     }
 }
 

@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 /// CPU supports AVX2, FMA, F16C; `grp` is valid for 16 u16.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(super) unsafe fn group_d_dmin(grp: *const u16) -> (__m256, __m256) {
+pub(crate) unsafe fn group_d_dmin(grp: *const u16) -> (__m256, __m256) {
     // SAFETY: contract.
     unsafe {
         (

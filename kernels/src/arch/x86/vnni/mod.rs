@@ -1,0 +1,217 @@
+//! VNNI matmul tiles ([`crate::Isa::Avx512Vnni`], [`crate::Isa::AvxVnni`]) on the same packed 8-row panels and
+//! interleaved activation records as the AVX2 tiles of [`super`]: `vpdpbusd` (unsigned codes
+//! × signed int8 activations, four products summed into each int32 lane) replaces AVX2's
+//! `maddubs` + `add` + `madd(·, 1)` chain, so a block's exact int32 sums cost a quarter of the
+//! instructions, and the 32 vector registers of AVX-512 hold 8-token tiles (two int32
+//! accumulators per token, 16 independent `vpdpbusd` chains; AVX-VNNI's 16 hold 4). The two
+//! levels share every tile: they differ only in the `vpdpbusd` encoding ([`Dp`]), and each
+//! compiles the driver and the tiles in its own `#[target_feature]` root.
+//!
+//! The integer sums are the same integers as AVX2's and the scalar reference's, and the float
+//! operations per block are the same, in the same order: every tile here reproduces the
+//! scalar path bit for bit. Layouts without a VNNI tile here run the AVX2 tiles inside this
+//! level's `#[target_feature]` root. Decode (one token) keeps the AVX2 row tiles: it is bound
+//! by reading the weights, not by the dot products.
+//!
+//! Every function here is `unsafe` only because it is compiled with the AVX-512 VNNI target
+//! features: the caller must have checked that the CPU supports them ([`Vnni::detect`]). The
+//! tiles are `#[inline(always)]` without target features of their own and are reached only
+//! from a level's root, where they inline (as the AVX2 tiles inline into theirs).
+
+// Kernels index several per-token arrays in lockstep.
+#![allow(clippy::needless_range_loop)]
+
+pub mod q4;
+pub mod q8_0;
+
+use super::{has_il, interleave, Src, IL_REC};
+use crate::matmul::driver::{self, Chunk, Job, Kernels};
+use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
+use crate::Isa;
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// One VNNI level: its `vpdpbusd` encoding, its tile width, and the `#[target_feature]`
+/// root that compiles the driver and every tile for it.
+pub trait Dp: Copy + Send + Sync + 'static {
+    /// Tokens per interleaved tile of the VNNI layouts: two int32 accumulators per token
+    /// plus 4 working vectors must fit the level's registers (16 ymm for AVX-VNNI, 32 with
+    /// AVX-512).
+    const TOKENS: usize;
+    /// Runs [`driver::drive`] for `k` inside a function compiled with this level's features.
+    fn drive<const L: u8>(k: Vnni<Self>, job: Job);
+    /// `acc + Σ₄ a·b` per int32 lane, `a` unsigned and `b` signed bytes.
+    ///
+    /// # Safety
+    /// Only called (inlined) inside [`Dp::drive`]'s root: the CPU has this level's features.
+    unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
+}
+
+/// AVX-512 F/BW/VL + VNNI: EVEX `vpdpbusd` on ymm registers, 32 of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Avx512;
+
+/// AVX-VNNI (Intel Alder Lake and later client cores, AMD Zen5): the VEX encoding, 16
+/// registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AvxVnni;
+
+impl Dp for Avx512 {
+    const TOKENS: usize = 8;
+
+    #[inline(always)]
+    fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
+        /// # Safety
+        /// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI.
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+        unsafe fn root<const L: u8>(k: Vnni<Avx512>, job: Job) {
+            driver::drive::<Vnni<Avx512>, L>(k, job)
+        }
+        // SAFETY: the token proves the CPU features.
+        unsafe { root::<L>(k, job) }
+    }
+
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: inside the root above (contract).
+        unsafe { _mm256_dpbusd_epi32(acc, a, b) }
+    }
+}
+
+impl Dp for AvxVnni {
+    const TOKENS: usize = 4;
+
+    #[inline(always)]
+    fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
+        /// # Safety
+        /// The CPU supports AVX2, FMA, F16C and AVX-VNNI.
+        #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+        unsafe fn root<const L: u8>(k: Vnni<AvxVnni>, job: Job) {
+            driver::drive::<Vnni<AvxVnni>, L>(k, job)
+        }
+        // SAFETY: the token proves the CPU features.
+        unsafe { root::<L>(k, job) }
+    }
+
+    #[inline(always)]
+    unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: inside the root above (contract).
+        unsafe { _mm256_dpbusd_avx_epi32(acc, a, b) }
+    }
+}
+
+/// Proof that this CPU runs VNNI level `D`'s bodies: only [`Vnni::detect`] makes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vnni<D: Dp>(D);
+
+impl<D: Dp> Vnni<D> {
+    /// The token for `isa` when it is `D`'s level and this CPU runs it.
+    fn detect_as(isa: Isa, d: D) -> Option<Vnni<D>> {
+        isa.is_available().then_some(Vnni(d))
+    }
+}
+
+impl Vnni<Avx512> {
+    pub fn detect() -> Option<Self> {
+        Vnni::detect_as(Isa::Avx512Vnni, Avx512)
+    }
+}
+
+impl Vnni<AvxVnni> {
+    pub fn detect() -> Option<Self> {
+        Vnni::detect_as(Isa::AvxVnni, AvxVnni)
+    }
+}
+
+/// Whether `layout` has VNNI tiles here.
+const fn has_vnni(layout: Layout) -> bool {
+    matches!(
+        layout,
+        Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 | Layout::Q4_K | Layout::Q8_0
+    )
+}
+
+impl<D: Dp> Kernels for Vnni<D> {
+    type Rows = __m256;
+    /// The chunk's interleaved records ([`interleave`]); empty when the tiles read rows.
+    type Staged = Vec<u8>;
+
+    #[inline(always)]
+    fn run<const L: u8>(self, job: Job) {
+        D::drive::<L>(self, job)
+    }
+
+    #[inline(always)]
+    fn token_tile(self, layout: Layout, tokens: usize) -> usize {
+        match tokens > 1 {
+            true if has_vnni(layout) => D::TOKENS,
+            true if has_il(layout) => 4,
+            _ => super::token_tile(layout),
+        }
+    }
+
+    #[inline(always)]
+    fn stage(
+        self,
+        layout: Layout,
+        act: &QuantizedActivation,
+        rows: Range<usize>,
+        tt: usize,
+        tokens: usize,
+        staged: &mut Vec<u8>,
+    ) {
+        if tokens > 1 && has_il(layout) {
+            interleave(act, rows, tt, staged);
+        }
+    }
+
+    #[inline(always)]
+    fn tile<const N: usize>(
+        self,
+        layout: Layout,
+        w: &PackedMatrix,
+        p: usize,
+        chunk: &Chunk<Vec<u8>>,
+        t: usize,
+    ) -> [__m256; N] {
+        let staged = !chunk.staged.is_empty();
+        if staged && has_vnni(layout) {
+            let rec = w.blocks() * IL_REC;
+            let at = (t - chunk.start) * rec;
+            let a = &chunk.staged[at..at + N * rec];
+            let (q, s, nb) = (w.panel_quants(p), w.panel_scales(p), w.blocks());
+            // SAFETY: the token proves the CPU features.
+            return unsafe {
+                match layout {
+                    Layout::Q4_0 => q4::tile_q4_0_il::<D, N>(q, s, a, nb),
+                    Layout::Q4_1 => q4::tile_q4_1_il::<D, N>(q, s, a, nb),
+                    Layout::Q4_1x64 => q4::tile_q4_1x64_il::<D, N>(q, s, a, nb),
+                    Layout::Q4_K => q4::tile_q4_k_il::<D, N>(q, s, a, nb),
+                    _ => q8_0::tile_il::<D, N>(q, s, a, nb),
+                }
+            };
+        }
+        // The AVX2 tiles (compiled into this level's root), as `super::Simd` picks them.
+        let src = if staged && (N == 4 || layout != Layout::Q8_0) {
+            let rec = w.blocks() * IL_REC;
+            let at = (t - chunk.start) * rec;
+            Src::Il(&chunk.staged[at..at + N * rec])
+        } else {
+            Src::Rows(chunk.act, t)
+        };
+        // SAFETY: the token proves the CPU features (a superset of AVX2's).
+        unsafe { super::tile::<N>(layout, w, p, src) }
+    }
+
+    #[inline(always)]
+    fn silu_mul(self, g: __m256, u: __m256) -> __m256 {
+        // SAFETY: the token proves the CPU features.
+        unsafe { super::silu_mul(g, u) }
+    }
+
+    #[inline(always)]
+    fn store8(self, v: __m256, out: &mut [f32; PANEL]) {
+        // SAFETY: the token proves the CPU features; `out` holds 8 f32.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) }
+    }
+}
