@@ -11,6 +11,7 @@
 //! it (Q, K, V; gate, up), quantized into each activation format they need.
 
 use std::ops::Range;
+use std::sync::Mutex;
 
 use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
 use pocket_kernels::matmul::{self, Kind, PackedMatrix, QuantizedActivation};
@@ -132,12 +133,12 @@ impl Linear {
         match self {
             Linear::Packed(_) => n.packed = true,
             Linear::Generic { ty, .. } if tokens == 1 => match act_format(*ty).unwrap() {
-                ActFormat::F32 => {}
+                ActFormat::F32 => n.f32 = true,
                 ActFormat::Q8_0 => n.q8_0 = true,
                 ActFormat::Q8_1 => n.q8_1 = true,
                 ActFormat::Q8K => n.q8_k = true,
             },
-            Linear::Generic { .. } => {}
+            Linear::Generic { .. } => n.f32 = true,
         }
         n
     }
@@ -249,6 +250,10 @@ const ITEMS_PER_THREAD: usize = 8;
 /// multiple of the thread count and of equal size, so the static shares stay balanced.
 const TOKEN_BLOCK: usize = 24;
 
+/// Tokens from which a layer input is quantized by every thread of the pool (below, the
+/// hand-off costs more than the rows).
+const PARALLEL_QUANTIZE_TOKENS: usize = 16;
+
 fn token_items(tokens: usize, threads: usize) -> usize {
     (threads * tokens.div_ceil(threads * TOKEN_BLOCK))
         .min(tokens)
@@ -321,6 +326,8 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 #[derive(Clone, Copy, Default, Debug)]
 struct Needs {
     packed: bool,
+    /// The f32 rows themselves (generic matrices: [`Input::row`]).
+    f32: bool,
     q8_0: bool,
     q8_1: bool,
     q8_k: bool,
@@ -339,22 +346,42 @@ pub struct Input {
 }
 
 impl Input {
-    /// Takes `x` (`tokens × cols`) and quantizes it for every matrix in `users`.
-    pub fn set(&mut self, x: &[f32], tokens: usize, users: &[&Linear]) {
+    /// Takes `x` (`tokens × cols`) and quantizes it for every matrix in `users`; a batch
+    /// is quantized by the pool's threads, rows split between them (the same bits as one
+    /// thread: rows are independent).
+    pub fn set(&mut self, pool: &ThreadPool, x: &[f32], tokens: usize, users: &[&Linear]) {
         self.tokens = tokens;
         self.cols = x.len() / tokens;
-        self.x.clear();
-        self.x.extend_from_slice(x);
         let mut n = Needs::default();
         for u in users {
             let m = u.needs(tokens);
             n.packed |= m.packed;
+            n.f32 |= m.f32;
             n.q8_0 |= m.q8_0;
             n.q8_1 |= m.q8_1;
             n.q8_k |= m.q8_k;
         }
+        self.x.clear();
+        if n.f32 {
+            self.x.extend_from_slice(x);
+        }
         if n.packed {
-            self.packed.requantize(x, tokens);
+            let threads = if tokens >= PARALLEL_QUANTIZE_TOKENS {
+                pool.threads()
+            } else {
+                1
+            };
+            let parts = self.packed.parts(x, tokens, threads, Isa::active());
+            if parts.len() == 1 {
+                parts.into_iter().for_each(|p| p.fill());
+            } else {
+                let parts: Vec<_> = parts.into_iter().map(|p| Mutex::new(Some(p))).collect();
+                pool.run_items(parts.len(), |_, i| {
+                    if let Some(p) = parts[i].lock().unwrap_or_else(|e| e.into_inner()).take() {
+                        p.fill();
+                    }
+                });
+            }
         }
         // The generic vec_dot path is used for one token only.
         if n.q8_0 {

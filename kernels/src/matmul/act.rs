@@ -53,6 +53,23 @@ impl QuantizedActivation {
     }
 
     pub fn requantize_with(&mut self, x: &[f32], n_rows: usize, isa: Isa) {
+        for part in self.parts(x, n_rows, 1, isa) {
+            part.fill();
+        }
+    }
+
+    /// Sizes this activation for `x` (`n_rows` rows) and splits it into at most `n` parts
+    /// of whole rows, to be filled ([`RowsPart::fill`]) in any order, on any threads: once
+    /// every part is filled the activation is what [`Self::requantize_with`] makes (rows
+    /// are quantized independently). Prefill quantizes ~5 MB of activations per layer, too
+    /// much for one thread of a pool.
+    pub fn parts<'a>(
+        &'a mut self,
+        x: &'a [f32],
+        n_rows: usize,
+        n: usize,
+        isa: Isa,
+    ) -> Vec<RowsPart<'a>> {
         assert!(n_rows > 0, "no activation rows");
         assert!(
             x.len() % n_rows == 0,
@@ -72,71 +89,43 @@ impl QuantizedActivation {
         self.ds.resize(nb, 0.0);
         self.sum8.resize(nb, 0);
         self.sum16.resize(nb, 0);
-        self.x.clear();
-        self.x.extend_from_slice(x);
-        if !self.quantize_simd(x, isa) {
-            for (b, (xb, qb)) in x
-                .chunks_exact(QK)
-                .zip(self.qs.chunks_exact_mut(QK))
-                .enumerate()
-            {
-                let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
-                let d = amax / 127.0;
-                let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-                let mut s = 0i32;
-                for (q, &v) in qb.iter_mut().zip(xb) {
-                    // Round half to even (as `vroundps`); |v·id| <= 127 up to rounding; NaN -> 0.
-                    let r = (v * id).round_ties_even().clamp(-127.0, 127.0) as i8;
-                    *q = r;
-                    s += r as i32;
-                }
-                self.d[b] = d;
-                self.sum[b] = s;
-                self.ds[b] = d * s as f32;
-            }
+        self.x.resize(x.len(), 0.0);
+        let n = n.clamp(1, n_rows);
+        let (mut qs, mut d, mut sum, mut ds) = (
+            &mut self.qs[..],
+            &mut self.d[..],
+            &mut self.sum[..],
+            &mut self.ds[..],
+        );
+        let (mut sum8, mut sum16, mut xc, mut xs) =
+            (&mut self.sum8[..], &mut self.sum16[..], &mut self.x[..], x);
+        let bpr = cols / QK;
+        let mut parts = Vec::with_capacity(n);
+        for i in 0..n {
+            let rows = n_rows * (i + 1) / n - n_rows * i / n;
+            let (e, b) = (rows * cols, rows * bpr);
+            let (q0, q1) = std::mem::take(&mut qs).split_at_mut(e);
+            let (d0, d1) = std::mem::take(&mut d).split_at_mut(b);
+            let (s0, s1) = std::mem::take(&mut sum).split_at_mut(b);
+            let (ds0, ds1) = std::mem::take(&mut ds).split_at_mut(b);
+            let (e0, e1) = std::mem::take(&mut sum8).split_at_mut(b);
+            let (h0, h1) = std::mem::take(&mut sum16).split_at_mut(b);
+            let (c0, c1) = std::mem::take(&mut xc).split_at_mut(e);
+            let (x0, x1) = xs.split_at(e);
+            (qs, d, sum, ds, sum8, sum16, xc, xs) = (q1, d1, s1, ds1, e1, h1, c1, x1);
+            parts.push(RowsPart {
+                x: x0,
+                qs: q0,
+                d: d0,
+                sum: s0,
+                ds: ds0,
+                sum8: e0,
+                sum16: h0,
+                x_copy: c0,
+                isa,
+            });
         }
-        // Sums derived from the codes, in one place for every path (an ISA path that
-        // forgot one once broke Q6_K on ARM only).
-        for (s8, s) in self.sum8.iter_mut().zip(&self.sum) {
-            *s8 = 8 * s;
-        }
-        self.fill_sum16();
-    }
-
-    /// Fills `qs`, `d`, `sum` and `ds` with the ISA's kernel; false when there is none.
-    fn quantize_simd(&mut self, x: &[f32], isa: Isa) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if isa.has_avx2() && isa.is_available() {
-            crate::arch::x86::act::quantize_checked(
-                x,
-                &mut self.qs,
-                &mut self.d,
-                &mut self.sum,
-                &mut self.ds,
-            );
-            return true;
-        }
-        #[cfg(target_arch = "aarch64")]
-        if matches!(isa, Isa::Neon | Isa::Dotprod | Isa::I8mm) && isa.is_available() {
-            crate::arch::arm::act::quantize_checked(
-                x,
-                &mut self.qs,
-                &mut self.d,
-                &mut self.sum,
-                &mut self.ds,
-            );
-            return true;
-        }
-        let _ = (x, isa);
-        false
-    }
-
-    fn fill_sum16(&mut self) {
-        for (s16, q) in self.sum16.iter_mut().zip(self.qs.chunks_exact(QK)) {
-            let lo: i32 = q[..16].iter().map(|&v| v as i32).sum();
-            let hi: i32 = q[16..].iter().map(|&v| v as i32).sum();
-            *s16 = (lo as i16 as u16 as u32 | (hi as i16 as u16 as u32) << 16) as i32;
-        }
+        parts
     }
 
     pub fn rows(&self) -> usize {
@@ -190,4 +179,86 @@ impl QuantizedActivation {
             .map(|(i, &q)| q as f32 * self.row_d(t)[i / QK])
             .collect()
     }
+}
+
+/// Whole rows of a [`QuantizedActivation`] being filled: the input rows and the pieces of
+/// every array they fill ([`QuantizedActivation::parts`]).
+pub struct RowsPart<'a> {
+    x: &'a [f32],
+    qs: &'a mut [i8],
+    d: &'a mut [f32],
+    sum: &'a mut [i32],
+    ds: &'a mut [f32],
+    sum8: &'a mut [i32],
+    sum16: &'a mut [i32],
+    x_copy: &'a mut [f32],
+    isa: Isa,
+}
+
+impl RowsPart<'_> {
+    /// Quantizes the part's rows (every ISA level gives the same bits).
+    pub fn fill(self) {
+        let RowsPart {
+            x,
+            qs,
+            d,
+            sum,
+            ds,
+            sum8,
+            sum16,
+            x_copy,
+            isa,
+        } = self;
+        x_copy.copy_from_slice(x);
+        if !quantize_simd(x, qs, d, sum, ds, isa) {
+            for (b, (xb, qb)) in x.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).enumerate() {
+                let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let db = amax / 127.0;
+                let id = if db > 0.0 { 1.0 / db } else { 0.0 };
+                let mut s = 0i32;
+                for (q, &v) in qb.iter_mut().zip(xb) {
+                    // Round half to even (as `vroundps`); |v·id| <= 127 up to rounding; NaN -> 0.
+                    let r = (v * id).round_ties_even().clamp(-127.0, 127.0) as i8;
+                    *q = r;
+                    s += r as i32;
+                }
+                d[b] = db;
+                sum[b] = s;
+                ds[b] = db * s as f32;
+            }
+        }
+        // Sums derived from the codes, in one place for every path (an ISA path that
+        // forgot one once broke Q6_K on ARM only).
+        for (s8, s) in sum8.iter_mut().zip(sum.iter()) {
+            *s8 = 8 * s;
+        }
+        for (s16, q) in sum16.iter_mut().zip(qs.chunks_exact(QK)) {
+            let lo: i32 = q[..16].iter().map(|&v| v as i32).sum();
+            let hi: i32 = q[16..].iter().map(|&v| v as i32).sum();
+            *s16 = (lo as i16 as u16 as u32 | (hi as i16 as u16 as u32) << 16) as i32;
+        }
+    }
+}
+
+/// Fills `qs`, `d`, `sum` and `ds` with the ISA's kernel; false when there is none.
+fn quantize_simd(
+    x: &[f32],
+    qs: &mut [i8],
+    d: &mut [f32],
+    sum: &mut [i32],
+    ds: &mut [f32],
+    isa: Isa,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if isa.has_avx2() && isa.is_available() {
+        crate::arch::x86::act::quantize_checked(x, qs, d, sum, ds);
+        return true;
+    }
+    #[cfg(target_arch = "aarch64")]
+    if matches!(isa, Isa::Neon | Isa::Dotprod | Isa::I8mm) && isa.is_available() {
+        crate::arch::arm::act::quantize_checked(x, qs, d, sum, ds);
+        return true;
+    }
+    let _ = (x, qs, d, sum, ds, isa);
+    false
 }

@@ -67,6 +67,26 @@ pub trait Kernels: Copy {
         chunk: &Chunk<Self::Staged>,
         t: usize,
     ) -> [Self::Rows; N];
+    /// Whether [`Kernels::tile_pair`] beats two [`Kernels::tile`]s for `layout` in a call
+    /// over `tokens` tokens: the driver then computes consecutive output panels in pairs.
+    fn pairs(self, _layout: Layout, _tokens: usize) -> bool {
+        false
+    }
+    /// The outputs of internal panels `p` and `p + 1` for tokens `t..t+N` (a gate/up pair
+    /// for SwiGLU, or two consecutive output panels when [`Kernels::pairs`]).
+    #[inline(always)]
+    fn tile_pair<const N: usize>(
+        self,
+        layout: Layout,
+        w: &PackedMatrix,
+        p: usize,
+        chunk: &Chunk<Self::Staged>,
+        t: usize,
+    ) -> [[Self::Rows; 2]; N] {
+        let a = self.tile::<N>(layout, w, p, chunk, t);
+        let b = self.tile::<N>(layout, w, p + 1, chunk, t);
+        std::array::from_fn(|j| [a[j], b[j]])
+    }
     /// `silu(g)·u` per row.
     fn silu_mul(self, g: Self::Rows, u: Self::Rows) -> Self::Rows;
     /// Writes the 8 rows.
@@ -115,8 +135,17 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
             start: c0,
             staged: &staged,
         };
-        for p in panels.clone() {
+        let pairs = !swiglu && k.pairs(layout, tokens.len());
+        let mut p = panels.start;
+        while p < panels.end {
+            let pair = pairs && p + 1 < panels.end;
             let n = (w.rows - p * PANEL).min(PANEL);
+            // Rows of the second panel of a pair (the first is then full).
+            let n2 = if pair {
+                (w.rows - (p + 1) * PANEL).min(PANEL)
+            } else {
+                0
+            };
             let off = p * PANEL - r0;
             let mut t = c0;
             while t < c1 {
@@ -131,6 +160,7 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
                     t,
                     ld,
                     n,
+                    n2,
                     swiglu,
                 };
                 match rows {
@@ -145,6 +175,7 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
                 }
                 t += rows;
             }
+            p += if pair { 2 } else { 1 };
         }
         c0 = c1;
     }
@@ -161,12 +192,14 @@ struct Emit<'a, K: Kernels> {
     ld: usize,
     /// Rows of the panel that exist (`< 8` in the last panel).
     n: usize,
+    /// Rows of panel `p + 1` when the emit covers a pair of output panels, else 0.
+    n2: usize,
     swiglu: bool,
 }
 
 impl<K: Kernels> Emit<'_, K> {
-    /// Computes panel `p` for tokens `t..t+N` and writes its `n` rows of each token at
-    /// `out[j·ld..]`.
+    /// Computes panel `p` (and `p + 1` for a pair) for tokens `t..t+N` and writes its `n`
+    /// (and `n2`) rows of each token at `out[j·ld..]` (and `out[j·ld + 8..]`).
     #[inline(always)]
     fn emit<const N: usize>(&self, out: &mut [f32]) {
         let Emit {
@@ -178,25 +211,35 @@ impl<K: Kernels> Emit<'_, K> {
             t,
             ..
         } = *self;
-        let v = if self.swiglu {
-            let mut g = k.tile::<N>(layout, w, 2 * p, chunk, t);
-            let u = k.tile::<N>(layout, w, 2 * p + 1, chunk, t);
-            for j in 0..N {
-                g[j] = k.silu_mul(g[j], u[j]);
+        if self.n2 > 0 {
+            let v = k.tile_pair::<N>(layout, w, p, chunk, t);
+            for (j, v) in v.iter().enumerate() {
+                self.put(v[0], &mut out[j * self.ld..], self.n);
+                self.put(v[1], &mut out[j * self.ld + PANEL..], self.n2);
             }
-            g
+            return;
+        }
+        let v = if self.swiglu {
+            let gu = k.tile_pair::<N>(layout, w, 2 * p, chunk, t);
+            std::array::from_fn(|j| k.silu_mul(gu[j][0], gu[j][1]))
         } else {
             k.tile::<N>(layout, w, p, chunk, t)
         };
         for (j, v) in v.iter().enumerate() {
-            let o = &mut out[j * self.ld..j * self.ld + self.n];
-            if let Some(o) = o.first_chunk_mut::<PANEL>() {
-                k.store8(*v, o);
-            } else {
-                let mut tmp = [0f32; PANEL];
-                k.store8(*v, &mut tmp);
-                o.copy_from_slice(&tmp[..self.n]);
-            }
+            self.put(*v, &mut out[j * self.ld..], self.n);
+        }
+    }
+
+    /// Writes the first `n` of the 8 rows `v` to `o`.
+    #[inline(always)]
+    fn put(&self, v: K::Rows, o: &mut [f32], n: usize) {
+        let o = &mut o[..n];
+        if let Some(o) = o.first_chunk_mut::<PANEL>() {
+            self.k.store8(v, o);
+        } else {
+            let mut tmp = [0f32; PANEL];
+            self.k.store8(v, &mut tmp);
+            o.copy_from_slice(&tmp[..n]);
         }
     }
 }

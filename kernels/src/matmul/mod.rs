@@ -42,7 +42,7 @@ mod layout;
 pub mod packed;
 pub mod scalar;
 
-pub use act::QuantizedActivation;
+pub use act::{QuantizedActivation, RowsPart};
 pub use packed::{Kind, Layout, PackError, PackOptions, PackedMatrix, PANEL, QK, RELEASE_SPAN};
 
 use crate::Isa;

@@ -427,6 +427,15 @@ impl PackedMatrix {
         &self.qs.as_slice()[p * n..(p + 1) * n]
     }
 
+    /// The code bytes and fp16 scale bits of internal panels `p..` (tiles that read
+    /// consecutive panels; each panel is `panel_quants(0).len()` bytes, `panel_scales(0).len()`
+    /// scales).
+    pub fn panels_from(&self, p: usize) -> (&[u8], &[u16]) {
+        let n = self.nb * self.layout.quant_bytes_per_block();
+        let m = self.nb / self.layout.blocks_per_group() * self.layout.scales_per_group();
+        (&self.qs.as_slice()[p * n..], &self.scales[p * m..])
+    }
+
     /// The fp16 scale bits of internal panel `p`.
     pub fn panel_scales(&self, p: usize) -> &[u16] {
         let n = self.nb / self.layout.blocks_per_group() * self.layout.scales_per_group();

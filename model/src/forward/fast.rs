@@ -43,7 +43,7 @@ impl FastOps {
 
     /// Quantizes `x` once for `lins` (they read the same input).
     fn quantize(&mut self, cx: &mut Cx, x: &[f32], tokens: usize, lins: &[&Linear]) {
-        self.inp.set(x, tokens, lins);
+        self.inp.set(cx.pool, x, tokens, lins);
         cx.obs.mark(Op::ActQuant);
     }
 

@@ -21,6 +21,7 @@
 // Kernels index several per-token arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
 
+pub mod lanes;
 pub mod q4;
 pub mod q8_0;
 
@@ -28,6 +29,8 @@ use super::{has_il, interleave, Src, IL_REC};
 use crate::matmul::driver::{self, Chunk, Job, Kernels};
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
 use crate::Isa;
+use lanes::{Lanes, Y8, Z16};
+use q4::Panels;
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -45,6 +48,21 @@ pub trait Dp: Copy + Send + Sync + 'static {
     /// # Safety
     /// Only called (inlined) inside [`Dp::drive`]'s root: the CPU has this level's features.
     unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i;
+    /// Whether the level has 16-lane (two-panel) tiles, [`Dp::tile16`].
+    const PAIRS: bool = false;
+    /// Two panels of a VNNI layout at once ([`Z16`]), as two 8-row halves.
+    ///
+    /// # Safety
+    /// Inside [`Dp::drive`]'s root; only called when [`Dp::PAIRS`].
+    #[inline(always)]
+    unsafe fn tile16<const N: usize>(
+        _layout: Layout,
+        _w: Panels,
+        _a: &[u8],
+        _nb: usize,
+    ) -> [[__m256; 2]; N] {
+        unreachable!("no 16-lane tiles at this level")
+    }
 }
 
 /// AVX-512 F/BW/VL + VNNI: EVEX `vpdpbusd` on ymm registers, 32 of them.
@@ -75,6 +93,25 @@ impl Dp for Avx512 {
     unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         // SAFETY: inside the root above (contract).
         unsafe { _mm256_dpbusd_epi32(acc, a, b) }
+    }
+
+    const PAIRS: bool = true;
+
+    #[inline(always)]
+    unsafe fn tile16<const N: usize>(
+        layout: Layout,
+        w: Panels,
+        a: &[u8],
+        nb: usize,
+    ) -> [[__m256; 2]; N] {
+        // SAFETY: inside the root above (contract).
+        unsafe {
+            let z = vnni_tile::<Z16, N>(layout, w, a, nb);
+            std::array::from_fn(|j| {
+                let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(z[j]));
+                [_mm512_castps512_ps256(z[j]), _mm256_castpd_ps(hi)]
+            })
+        }
     }
 }
 
@@ -176,31 +213,43 @@ impl<D: Dp> Kernels for Vnni<D> {
     ) -> [__m256; N] {
         let staged = !chunk.staged.is_empty();
         if staged && has_vnni(layout) {
-            let rec = w.blocks() * IL_REC;
-            let at = (t - chunk.start) * rec;
-            let a = &chunk.staged[at..at + N * rec];
-            let (q, s, nb) = (w.panel_quants(p), w.panel_scales(p), w.blocks());
+            let a = record(chunk, w.blocks(), t, N);
             // SAFETY: the token proves the CPU features.
-            return unsafe {
-                match layout {
-                    Layout::Q4_0 => q4::tile_q4_0_il::<D, N>(q, s, a, nb),
-                    Layout::Q4_1 => q4::tile_q4_1_il::<D, N>(q, s, a, nb),
-                    Layout::Q4_1x64 => q4::tile_q4_1x64_il::<D, N>(q, s, a, nb),
-                    Layout::Q4_K => q4::tile_q4_k_il::<D, N>(q, s, a, nb),
-                    _ => q8_0::tile_il::<D, N>(q, s, a, nb),
-                }
-            };
+            return unsafe { vnni_tile::<Y8<D>, N>(layout, panels(w, p), a, w.blocks()) };
         }
         // The AVX2 tiles (compiled into this level's root), as `super::Simd` picks them.
         let src = if staged && (N == 4 || layout != Layout::Q8_0) {
-            let rec = w.blocks() * IL_REC;
-            let at = (t - chunk.start) * rec;
-            Src::Il(&chunk.staged[at..at + N * rec])
+            Src::Il(record(chunk, w.blocks(), t, N))
         } else {
             Src::Rows(chunk.act, t)
         };
         // SAFETY: the token proves the CPU features (a superset of AVX2's).
         unsafe { super::tile::<N>(layout, w, p, src) }
+    }
+
+    #[inline(always)]
+    fn pairs(self, layout: Layout, tokens: usize) -> bool {
+        D::PAIRS && tokens > 1 && has_vnni(layout)
+    }
+
+    #[inline(always)]
+    fn tile_pair<const N: usize>(
+        self,
+        layout: Layout,
+        w: &PackedMatrix,
+        p: usize,
+        chunk: &Chunk<Vec<u8>>,
+        t: usize,
+    ) -> [[__m256; 2]; N] {
+        if D::PAIRS && !chunk.staged.is_empty() && has_vnni(layout) {
+            let pw = panels(w, p);
+            let a = record(chunk, w.blocks(), t, N);
+            // SAFETY: the token proves the CPU features; PAIRS checked.
+            return unsafe { D::tile16::<N>(layout, pw, a, w.blocks()) };
+        }
+        let a = self.tile::<N>(layout, w, p, chunk, t);
+        let b = self.tile::<N>(layout, w, p + 1, chunk, t);
+        std::array::from_fn(|j| [a[j], b[j]])
     }
 
     #[inline(always)]
@@ -213,5 +262,48 @@ impl<D: Dp> Kernels for Vnni<D> {
     fn store8(self, v: __m256, out: &mut [f32; PANEL]) {
         // SAFETY: the token proves the CPU features; `out` holds 8 f32.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) }
+    }
+}
+
+/// Internal panel `p` of `w` and the panels after it (a 16-lane tile also reads `p + 1`).
+#[inline(always)]
+fn panels(w: &PackedMatrix, p: usize) -> Panels<'_> {
+    let (q, s) = w.panels_from(p);
+    Panels {
+        q,
+        s,
+        q_step: w.panel_quants(0).len(),
+        s_step: w.panel_scales(0).len(),
+    }
+}
+
+/// The interleaved records of tokens `t..t+n` of a staged chunk.
+#[inline(always)]
+fn record<'a>(chunk: &'a Chunk<Vec<u8>>, nb: usize, t: usize, n: usize) -> &'a [u8] {
+    let rec = nb * IL_REC;
+    let at = (t - chunk.start) * rec;
+    &chunk.staged[at..at + n * rec]
+}
+
+/// The VNNI tile of `layout` at width `L`.
+///
+/// # Safety
+/// Inside the level's root ([`Dp::drive`]); `layout` has VNNI tiles ([`has_vnni`]).
+#[inline(always)]
+unsafe fn vnni_tile<L: Lanes, const N: usize>(
+    layout: Layout,
+    w: Panels,
+    a: &[u8],
+    nb: usize,
+) -> [L::F; N] {
+    // SAFETY: contract.
+    unsafe {
+        match layout {
+            Layout::Q4_0 => q4::tile_q4_0_il::<L, N>(w, a, nb),
+            Layout::Q4_1 => q4::tile_q4_1_il::<L, N>(w, a, nb),
+            Layout::Q4_1x64 => q4::tile_q4_1x64_il::<L, N>(w, a, nb),
+            Layout::Q4_K => q4::tile_q4_k_il::<L, N>(w, a, nb),
+            _ => q8_0::tile_il::<L, N>(w, a, nb),
+        }
     }
 }
