@@ -204,3 +204,14 @@ fn draft_model_speculation_in_the_server_keeps_the_text() {
     let spec = answers(&s);
     assert_same_text_and_counted_drafts(&plain, &spec, &s);
 }
+
+/// The harness runs one server at a time; a test that starts a second while its first is
+/// alive gets a panic saying so (it used to hang on the harness's lock: the draft-model
+/// test above did, while it compared a plain and a speculating server side by side).
+#[test]
+#[should_panic(expected = "already has a Server alive")]
+fn a_second_live_server_in_one_test_panics_instead_of_hanging() {
+    let model = common::smollm2();
+    let _first = Server::spawn(&model, &["-c", "256"]);
+    let _second = Server::spawn(&model, &["-c", "256"]);
+}
