@@ -106,11 +106,7 @@ fn assert_same_text_and_counted_drafts(plain: &Answers, spec: &Answers, s: &Serv
             .into_iter()
             .flat_map(|v| v.iter())
     };
-    let count = |key: &str| -> u64 {
-        all()
-            .map(|r| r["timings"][key].as_u64().unwrap_or(0))
-            .sum()
-    };
+    let count = |key: &str| -> u64 { all().map(|r| r["timings"][key].as_u64().unwrap_or(0)).sum() };
     let (drafted, kept) = (count("draft_n"), count("draft_n_accepted"));
     assert!(kept <= drafted, "kept {kept} of {drafted} drafts");
     assert_eq!(

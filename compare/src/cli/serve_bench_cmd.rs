@@ -96,7 +96,10 @@ impl ServeBenchArgs {
             }
             (Some(k), _) => k,
         };
-        let n_max = ["--spec-draft-n-max".into(), self.spec_draft_n_max.to_string()];
+        let n_max = [
+            "--spec-draft-n-max".into(),
+            self.spec_draft_n_max.to_string(),
+        ];
         Ok(match (kind, &self.model_draft) {
             (BenchSpec::None, _) => Vec::new(),
             (BenchSpec::NgramSimple, _) => ["--spec-type".into(), "ngram-simple".into()]
