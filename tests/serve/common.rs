@@ -15,10 +15,42 @@ pub struct Server {
     pub base: String,
     log: Arc<Mutex<Vec<String>>>,
     /// One server at a time: the tests' timing bounds assume the cores are theirs.
-    _serial: std::sync::MutexGuard<'static, ()>,
+    _turn: Turn,
 }
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+thread_local! {
+    /// Whether this thread holds [`SERIAL`] (a `Server` of its own is alive).
+    static HOLDS_SERIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// This test's turn to run a server: [`SERIAL`] held, and marked as held by this thread.
+/// A std `Mutex` locked again by the thread holding it never returns, so a test that
+/// started a second `Server` while its first was alive used to hang silently; it now
+/// panics saying so (other tests' threads still wait their turn, as intended).
+struct Turn {
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Turn {
+    fn take() -> Turn {
+        assert!(
+            !HOLDS_SERIAL.get(),
+            "this test already has a Server alive: drop it before starting another \
+             (tests/serve/common.rs runs one server at a time)"
+        );
+        let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        HOLDS_SERIAL.set(true);
+        Turn { _guard: guard }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        HOLDS_SERIAL.set(false);
+    }
+}
 
 impl Server {
     /// Starts `pocket serve -m MODEL --port 0 ARGS` and waits for /health to say ok.
@@ -38,7 +70,7 @@ impl Server {
     /// Starts `pocket serve -m MODEL --port 0 ARGS` and returns once it listens (the model
     /// may still be loading).
     pub fn spawn(model: &Path, args: &[&str]) -> Server {
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let turn = Turn::take();
         let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
             .arg("serve")
             .arg("-m")
@@ -73,7 +105,7 @@ impl Server {
             child,
             base,
             log,
-            _serial: serial,
+            _turn: turn,
         }
     }
 

@@ -2,6 +2,8 @@
 //!
 //!   pocket compare --serve -m MODEL[,MODEL...] [-np 1,2,4,8] [-p 128] [-n 64] [-c 4096]
 //!                  [-t 2] [-r 3] [--engines pocket,llama-server] [--results DIR]
+//!                  [--workload repeat|prose] [--spec-type none|ngram-simple|draft-simple]
+//!                  [-md DRAFT] [--spec-draft-n-max 8]
 //!
 //! Writes results/<date>-<machine>-serve/ (receipt.json, report.md, throughput.svg) and
 //! prints the directory; progress goes to stderr.
@@ -12,6 +14,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use super::engine_args::positive;
+use super::spec_args::{SpecArgsError, SpecKind};
 use super::CliResult;
 use crate::serve_bench::server::Engine;
 use crate::serve_bench::{self, report, Plan, Workload};
@@ -56,34 +59,66 @@ pub struct ServeBenchArgs {
     /// The prompt's text: `repeat` (one paragraph repeated: copy-heavy) or `prose`.
     #[arg(long, value_enum, default_value = "repeat")]
     pub workload: Workload,
-    /// Speculative decoding in both servers (llama-server's `--spec-type`): none or
-    /// ngram-simple.
-    #[arg(long = "spec-type", value_enum, default_value = "none")]
-    pub spec_type: BenchSpec,
+    /// Speculative decoding in both servers (llama-server's `--spec-type`): none,
+    /// ngram-simple, or draft-simple (with -md) [default: draft-simple with -md, else none].
+    #[arg(long = "spec-type", value_enum)]
+    pub spec_type: Option<BenchSpec>,
+    /// Draft model both servers get for draft-simple (`-md`, llama-server's flag).
+    #[arg(long = "model-draft", value_name = "FNAME")]
+    pub model_draft: Option<PathBuf>,
     /// Most drafted tokens per verify step in both servers (`--spec-draft-n-max`).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub spec_draft_n_max: usize,
 }
 
-/// Speculative decoding both servers can run from flags alone.
+/// Speculative decoding both servers run from the same flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchSpec {
     None,
     NgramSimple,
+    /// Drafts from the model given with -md.
+    DraftSimple,
 }
 
 impl ServeBenchArgs {
-    /// The speculative decoding flags both servers get.
-    pub fn server_args(&self) -> Vec<String> {
-        match self.spec_type {
-            BenchSpec::None => Vec::new(),
-            BenchSpec::NgramSimple => vec![
-                "--spec-type".into(),
-                "ngram-simple".into(),
-                "--spec-draft-n-max".into(),
-                self.spec_draft_n_max.to_string(),
-            ],
-        }
+    /// The speculative decoding flags both servers get (llama-server's spelling, which
+    /// `pocket serve` shares); refuses a draft model without draft-simple and the reverse.
+    pub fn server_args(&self) -> Result<Vec<String>, SpecArgsError> {
+        let kind = match (self.spec_type, &self.model_draft) {
+            (None, Some(_)) => BenchSpec::DraftSimple,
+            (None, None) => BenchSpec::None,
+            (Some(BenchSpec::DraftSimple), None) => return Err(SpecArgsError::NoDraftModel),
+            (Some(BenchSpec::None), Some(_)) => {
+                return Err(SpecArgsError::UnusedDraftModel(SpecKind::None))
+            }
+            (Some(BenchSpec::NgramSimple), Some(_)) => {
+                return Err(SpecArgsError::UnusedDraftModel(SpecKind::NgramSimple))
+            }
+            (Some(k), _) => k,
+        };
+        let n_max = [
+            "--spec-draft-n-max".into(),
+            self.spec_draft_n_max.to_string(),
+        ];
+        Ok(match (kind, &self.model_draft) {
+            (BenchSpec::None, _) => Vec::new(),
+            (BenchSpec::NgramSimple, _) => ["--spec-type".into(), "ngram-simple".into()]
+                .into_iter()
+                .chain(n_max)
+                .collect(),
+            (BenchSpec::DraftSimple, draft) => {
+                let draft = draft.as_ref().ok_or(SpecArgsError::NoDraftModel)?;
+                [
+                    "--spec-type".into(),
+                    "draft-simple".into(),
+                    "-md".into(),
+                    draft.display().to_string(),
+                ]
+                .into_iter()
+                .chain(n_max)
+                .collect()
+            }
+        })
     }
 }
 
@@ -99,20 +134,26 @@ pub fn requested(args: &[OsString]) -> bool {
     args.get(1).is_some_and(|a| a == "compare") && args.iter().any(|a| a == "--serve")
 }
 
-/// Parses `pocket compare --serve ...` (llama.cpp's `-np` spelled as clap's `--parallel`).
+/// Parses `pocket compare --serve ...` (llama.cpp's `-np` and `-md` spelled as clap's
+/// `--parallel` and `--model-draft`: clap's short flags are one letter).
 pub fn parse(args: Vec<OsString>) -> ServeBenchArgs {
     let rest = args
         .into_iter()
         .skip(2)
         .filter(|a| a != "--serve")
-        .map(|a| if a == "-np" { "--parallel".into() } else { a });
+        .map(|a| match a.to_str() {
+            Some("-np") => "--parallel".into(),
+            Some("-md") => "--model-draft".into(),
+            _ => a,
+        });
     ServeBenchArgs::parse_from(
         std::iter::once(OsString::from("pocket compare --serve")).chain(rest),
     )
 }
 
 pub fn run(args: ServeBenchArgs) -> CliResult {
-    for m in &args.model {
+    let server_args = args.server_args()?;
+    for m in args.model.iter().chain(&args.model_draft) {
         if !m.is_file() {
             return Err(crate::Error::ModelNotFound(m.clone()));
         }
@@ -144,7 +185,7 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
         repetitions: args.reps,
         engines,
         workload: args.workload,
-        server_args: args.server_args(),
+        server_args,
         pocket_exe: std::env::current_exe()?,
         llama_server,
     };
@@ -155,4 +196,50 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
     eprint!("{}", report::report_md(&receipt));
     println!("{}", dir.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(flags: &[&str]) -> ServeBenchArgs {
+        let mut v: Vec<OsString> = ["pocket", "compare", "--serve", "-m", "t.gguf"]
+            .map(OsString::from)
+            .into();
+        v.extend(flags.iter().map(OsString::from));
+        parse(v)
+    }
+
+    #[test]
+    fn draft_simple_passes_the_draft_model_to_both_servers() {
+        let want = "--spec-type draft-simple -md d.gguf --spec-draft-n-max 4";
+        for flags in [
+            &["--spec-type", "draft-simple", "-md", "d.gguf"][..],
+            &["-md", "d.gguf"][..], // -md alone means draft-simple, as in llama-server
+        ] {
+            let mut f = flags.to_vec();
+            f.extend(["--spec-draft-n-max", "4"]);
+            assert_eq!(args(&f).server_args().unwrap().join(" "), want);
+        }
+        assert_eq!(
+            args(&["--spec-type", "ngram-simple"])
+                .server_args()
+                .unwrap()
+                .join(" "),
+            "--spec-type ngram-simple --spec-draft-n-max 8"
+        );
+        assert!(args(&[]).server_args().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_draft_model_without_draft_simple_is_refused_and_the_reverse() {
+        assert!(matches!(
+            args(&["--spec-type", "draft-simple"]).server_args(),
+            Err(SpecArgsError::NoDraftModel)
+        ));
+        assert!(matches!(
+            args(&["--spec-type", "ngram-simple", "-md", "d.gguf"]).server_args(),
+            Err(SpecArgsError::UnusedDraftModel(SpecKind::NgramSimple))
+        ));
+    }
 }
