@@ -86,7 +86,9 @@ fn bench_csv_pg_and_comma_lists() {
 #[test]
 fn bench_depth_rows_in_every_format() {
     let m = smollm2();
-    let base = ["bench", "-m", &m, "-p", "8", "-n", "2", "-d", "0,24", "-r", "1", "-t", "1"];
+    let base = [
+        "bench", "-m", &m, "-p", "8", "-n", "2", "-d", "0,24", "-r", "1", "-t", "1",
+    ];
     let want = [(8, 0, 0), (0, 2, 0), (8, 0, 24), (0, 2, 24)];
     for (flag, format) in [
         ("json", Format::Json),
@@ -148,9 +150,23 @@ fn bad_flags_are_clear_errors() {
         &["bench", "-m", &m, "-p", "16", "-n", "0", "-d", "8180"],
         "pp16 @ d8180 needs 8196 cache positions",
     );
-    assert_clear_error(&["bench", "-m", &m, "-d", "x"], "`x` is not a non-negative integer");
     assert_clear_error(
-        &["compare", "-m", &m, "-n", "16", "-p", "0", "-d", "8180", "--no-parity"],
+        &["bench", "-m", &m, "-d", "x"],
+        "`x` is not a non-negative integer",
+    );
+    assert_clear_error(
+        &[
+            "compare",
+            "-m",
+            &m,
+            "-n",
+            "16",
+            "-p",
+            "0",
+            "-d",
+            "8180",
+            "--no-parity",
+        ],
         "context of 8192",
     );
     assert_clear_error(&["bench", "-m", "/nonexistent.gguf"], "not found");

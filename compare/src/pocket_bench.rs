@@ -306,9 +306,10 @@ pub fn measure(
     let (n_prompt, n_gen) = (test.n_prompt as usize, test.n_gen as usize);
     let n_depth = test.n_depth as usize;
     let n_vocab = m.model.config.n_vocab;
-    let mut rng = Rng(
-        0x9E37_79B9_7F4A_7C15 ^ (n_depth as u64) << 40 ^ (n_prompt as u64) << 20 ^ n_gen as u64,
-    );
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15
+        ^ (n_depth as u64) << 40
+        ^ (n_prompt as u64) << 20
+        ^ n_gen as u64);
     let mut session = Session::new(
         &m.model,
         SessionOptions {

@@ -154,8 +154,11 @@ fn a_depth_beyond_the_context_is_refused() {
     assert!(matches!(e, Error::BeyondContext { .. }), "{e}");
     let e = e.to_string();
     assert!(
-        e.contains(&format!("pp16 @ d{} needs {} cache positions", n_ctx - 8, n_ctx + 8))
-            && e.contains(&format!("context of {n_ctx}")),
+        e.contains(&format!(
+            "pp16 @ d{} needs {} cache positions",
+            n_ctx - 8,
+            n_ctx + 8
+        )) && e.contains(&format!("context of {n_ctx}")),
         "{e}"
     );
     let e = pocket_bench::check_file_fits(&smollm2(), &[Test::pp(16), over]).unwrap_err();
@@ -169,10 +172,9 @@ fn receipt_with_depths() -> Receipt {
         bandwidth: None,
     };
     let mut r = Receipt::new(machine, "0a1b2c3d4e5f");
-    r.engines
-        .insert(EngineKind::LlamaCpp, Default::default());
+    r.engines.insert(EngineKind::LlamaCpp, Default::default());
     let samples = |ts: f64| EngineSamples {
-        ts: vec![ts, ts * 1.1],
+        ts: vec![ts, ts * 1.25],
         peak_rss_bytes: vec![100 << 20, 100 << 20],
         setup_ms: vec![150.0, 150.0],
     };
@@ -203,8 +205,14 @@ fn receipts_store_the_depth_as_n_depth_and_round_trip() {
     let res = v["results"].as_array().unwrap();
     // Depth 0 writes no n_depth: such a comparison is stored as before -d.
     assert!(res[0].get("n_depth").is_none());
-    assert_eq!((&res[1]["test"], &res[1]["n_depth"]), (&"pp32".into(), &64.into()));
-    assert_eq!((&res[2]["test"], &res[2]["n_depth"]), (&"tg8".into(), &64.into()));
+    assert_eq!(
+        (&res[1]["test"], &res[1]["n_depth"]),
+        (&"pp32".into(), &64.into())
+    );
+    assert_eq!(
+        (&res[2]["test"], &res[2]["n_depth"]),
+        (&"tg8".into(), &64.into())
+    );
     let back = Receipt::from_json(&text).unwrap();
     assert_eq!(back, r);
     // The depth is part of a comparison's key: the two pp32 are different cells.
@@ -215,7 +223,9 @@ fn receipts_store_the_depth_as_n_depth_and_round_trip() {
     edited["results"][1]["test"] = "pp32 @ d64".into();
     assert_eq!(Receipt::from_json(&edited.to_string()).unwrap(), r);
     edited["results"][1]["n_depth"] = 32.into();
-    let e = Receipt::from_json(&edited.to_string()).unwrap_err().to_string();
+    let e = Receipt::from_json(&edited.to_string())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("at depth 64 but n_depth is 32"), "{e}");
 }
 
@@ -226,7 +236,10 @@ fn reports_label_depth_cells() {
     assert!(md.contains("| m | pp32 @ d64 | 2 |"), "{md}");
     assert!(md.contains("| m | tg8 @ d64 | 2 |"), "{md}");
     let csv = report::results_csv(&r);
-    assert!(csv.contains("\"m.gguf\",100663296,tg8 @ d64,2,pocket,1,"), "{csv}");
+    assert!(
+        csv.contains("\"m.gguf\",100663296,tg8 @ d64,2,pocket,1,"),
+        "{csv}"
+    );
     let root = tempfile::tempdir().unwrap();
     let dir = report::write_results_dir(&r, root.path()).unwrap();
     let svg = std::fs::read_to_string(dir.join("speedup.svg")).unwrap();
@@ -240,7 +253,12 @@ impl Engine for NeverRuns {
     fn name(&self) -> &str {
         self.0.name()
     }
-    fn bench(&self, _: &Path, test: Test, _: u32) -> pocket_compare::Result<pocket_compare::engine::Sample> {
+    fn bench(
+        &self,
+        _: &Path,
+        test: Test,
+        _: u32,
+    ) -> pocket_compare::Result<pocket_compare::engine::Sample> {
         panic!("{test} ran although the plan has a test an engine refuses");
     }
 }

@@ -313,11 +313,7 @@ mod tests {
         let t = T::try_parse_from(["t", "-p", "512,128", "-n", "0", "--pg", "4,2", "-C", "0x3"])
             .unwrap();
         assert_eq!(t.lists.n_prompt, [512, 128]);
-        let want = [
-            Test::pp(512),
-            Test::pp(128),
-            Test::pg(4, 2),
-        ];
+        let want = [Test::pp(512), Test::pp(128), Test::pg(4, 2)];
         assert_eq!(t.lists.tests(&t.pg).unwrap(), want);
         assert_eq!(t.placement.placement().cpu_mask, 3);
         assert_eq!(t.placement.placement().poll, 50);

@@ -16,7 +16,9 @@ use std::process::Command;
 
 use serde_json::{Map, Value};
 
-use super::{check_row, sample_from, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
+use super::{
+    check_row, sample_from, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test,
+};
 use crate::bench_format::{ParseError, Problem};
 use crate::bench_row::BenchRow;
 use crate::llama_bench::{cache_dir, read_line, run_measured, ToolError};
