@@ -197,7 +197,7 @@ impl BenchArgs {
             "-r".into(),
             self.reps.to_string(),
             "-o".into(),
-            format.into(),
+            format,
         ];
         args.extend(self.extra.iter().cloned());
         args
