@@ -81,6 +81,37 @@ fn bench_csv_pg_and_comma_lists() {
     assert!(md.contains("pp4"), "{md}");
 }
 
+/// `-d 0,24`: every test again at depth 24, `n_depth` in every format's rows and the md
+/// label llama-bench's (`pp8 @ d24`).
+#[test]
+fn bench_depth_rows_in_every_format() {
+    let m = smollm2();
+    let base = [
+        "bench", "-m", &m, "-p", "8", "-n", "2", "-d", "0,24", "-r", "1", "-t", "1",
+    ];
+    let want = [(8, 0, 0), (0, 2, 0), (8, 0, 24), (0, 2, 24)];
+    for (flag, format) in [
+        ("json", Format::Json),
+        ("jsonl", Format::Jsonl),
+        ("csv", Format::Csv),
+        ("md", Format::Md),
+    ] {
+        let out = pocket(&[&base[..], &["-o", flag]].concat());
+        assert!(out.status.success(), "{flag}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let rows = bench_format::parse(&text, format).unwrap();
+        let got: Vec<(i64, i64, i64)> = rows
+            .iter()
+            .map(|r| (r.n_prompt, r.n_gen, r.n_depth))
+            .collect();
+        assert_eq!(got, want, "{flag}:\n{text}");
+        if format == Format::Md {
+            assert!(text.contains(" pp8 @ d24 |"), "{text}");
+            assert!(text.contains(" tg2 @ d24 |"), "{text}");
+        }
+    }
+}
+
 fn assert_clear_error(args: &[&str], needle: &str) {
     let out = pocket(args);
     assert!(!out.status.success(), "{args:?} succeeded");
@@ -114,6 +145,30 @@ fn bad_flags_are_clear_errors() {
     assert_clear_error(&["bench", "-m", &m, "-C", "0xzz"], "bad CPU mask");
     assert_clear_error(&["bench", "-m", &m, "-pg", "5"], "-pg takes two numbers");
     assert_clear_error(&["bench", "-m", &m, "-p", "0", "-n", "0"], "no tests");
+    // SmolLM2's context is 8192 tokens.
+    assert_clear_error(
+        &["bench", "-m", &m, "-p", "16", "-n", "0", "-d", "8180"],
+        "pp16 @ d8180 needs 8196 cache positions",
+    );
+    assert_clear_error(
+        &["bench", "-m", &m, "-d", "x"],
+        "`x` is not a non-negative integer",
+    );
+    assert_clear_error(
+        &[
+            "compare",
+            "-m",
+            &m,
+            "-n",
+            "16",
+            "-p",
+            "0",
+            "-d",
+            "8180",
+            "--no-parity",
+        ],
+        "context of 8192",
+    );
     assert_clear_error(&["bench", "-m", "/nonexistent.gguf"], "not found");
     assert_clear_error(&["bench", "-p", "1"], "--model");
     assert_clear_error(&["compare", "-m", "/nonexistent.gguf"], "not found");

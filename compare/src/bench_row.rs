@@ -230,7 +230,7 @@ impl BenchRow {
                 let v = &row[field];
                 match field_type(field) {
                     FieldType::String => v.as_str().unwrap_or_default().to_string(),
-                    FieldType::Bool => if v == &true { "1" } else { "0" }.to_string(),
+                    FieldType::Bool => if v == true { "1" } else { "0" }.to_string(),
                     FieldType::Int => v.to_string(),
                     // serde writes a non-finite float as null.
                     FieldType::Float => v.as_f64().map_or("nan".into(), |x| format!("{x:.6}")),

@@ -39,6 +39,17 @@ pub fn run(
     if references.is_empty() {
         return Err(crate::llama_bench::ToolError::NoEngines.into());
     }
+    // A test an engine cannot run fails the plan before any run, not hours into it.
+    for r in references {
+        if let Some((test, why)) = plan
+            .tests
+            .iter()
+            .find_map(|&t| r.refuses(t).map(|why| (t, why)))
+        {
+            let engine = r.kind().name();
+            return Err(crate::Error::Unsupported { engine, test, why });
+        }
+    }
     let mut receipt = receipt;
     for r in references {
         receipt.engines.insert(r.kind(), r.info());

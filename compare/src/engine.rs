@@ -22,13 +22,16 @@ use crate::llama_bench::{self, BenchArgs, LlamaTools, ProcessStats, ToolError};
 use crate::Result;
 use pocket_model::Placement;
 
-/// A llama-bench test: `pp<n>` (prompt processing), `tg<n>` (generation from an empty
-/// cache) or `pp<p>+tg<g>`.
+/// A llama-bench test: `pp<n>` (prompt processing), `tg<n>` (generation) or
+/// `pp<p>+tg<g>`, run after `n_depth` tokens are in the cache (llama-bench's `-d`; 0: from
+/// an empty cache), named as llama-bench's md table names it (`tg128 @ d4096`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Test {
     pub n_prompt: u32,
     pub n_gen: u32,
+    /// Tokens already in the cache when the timed run starts (filled untimed).
+    pub n_depth: u32,
 }
 
 impl Test {
@@ -36,6 +39,7 @@ impl Test {
         Test {
             n_prompt: n,
             n_gen: 0,
+            n_depth: 0,
         }
     }
 
@@ -43,22 +47,56 @@ impl Test {
         Test {
             n_prompt: 0,
             n_gen: n,
+            n_depth: 0,
         }
     }
 
-    /// A generation-only test: its t/s is bound by reading the weights once per token.
+    /// `pp<p>+tg<g>`.
+    pub fn pg(n_prompt: u32, n_gen: u32) -> Test {
+        Test {
+            n_prompt,
+            n_gen,
+            n_depth: 0,
+        }
+    }
+
+    /// The same test after `depth` tokens in the cache.
+    pub fn at_depth(self, depth: u32) -> Test {
+        Test {
+            n_depth: depth,
+            ..self
+        }
+    }
+
+    /// The test from an empty cache.
+    pub fn without_depth(self) -> Test {
+        self.at_depth(0)
+    }
+
+    /// Cache positions the test uses: the depth, the prompt and the generated tokens.
+    pub fn positions(&self) -> u64 {
+        u64::from(self.n_depth) + u64::from(self.n_prompt) + u64::from(self.n_gen)
+    }
+
+    /// Generation from an empty cache: its t/s is bound by reading the weights once per
+    /// token (at depth, each token also reads the cache, so the weights alone bound
+    /// nothing useful).
     pub fn is_decode(&self) -> bool {
-        self.n_prompt == 0 && self.n_gen > 0
+        self.n_prompt == 0 && self.n_gen > 0 && self.n_depth == 0
     }
 }
 
 impl fmt::Display for Test {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.n_prompt, self.n_gen) {
-            (p, 0) => write!(f, "pp{p}"),
-            (0, g) => write!(f, "tg{g}"),
-            (p, g) => write!(f, "pp{p}+tg{g}"),
+            (p, 0) => write!(f, "pp{p}")?,
+            (0, g) => write!(f, "tg{g}")?,
+            (p, g) => write!(f, "pp{p}+tg{g}")?,
         }
+        if self.n_depth > 0 {
+            write!(f, " @ d{}", self.n_depth)?;
+        }
+        Ok(())
     }
 }
 
@@ -75,19 +113,24 @@ impl TryFrom<String> for Test {
     }
 }
 
-/// A test name that is not `pp<n>`, `tg<n>` or `pp<p>+tg<g>`.
+/// A test name that is not `pp<n>`, `tg<n>` or `pp<p>+tg<g>` (each with an optional
+/// ` @ d<depth>`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad test `{0}` (pp<n>, tg<n> or pp<p>+tg<g>)")]
+#[error("bad test `{0}` (pp<n>, tg<n> or pp<p>+tg<g>, optionally with ` @ d<depth>`)")]
 pub struct BadTest(String);
 
 impl FromStr for Test {
     type Err = BadTest;
     fn from_str(s: &str) -> std::result::Result<Test, BadTest> {
         match parse_test_name(s) {
-            Some((p, g, 0)) if p >= 0 && g >= 0 && p + g > 0 => Ok(Test {
-                n_prompt: p as u32,
-                n_gen: g as u32,
-            }),
+            Some((p, g, d)) if p >= 0 && g >= 0 && d >= 0 && p + g > 0 => {
+                let n = |v: i64| u32::try_from(v).map_err(|_| BadTest(s.to_string()));
+                Ok(Test {
+                    n_prompt: n(p)?,
+                    n_gen: n(g)?,
+                    n_depth: n(d)?,
+                })
+            }
             _ => Err(BadTest(s.to_string())),
         }
     }
@@ -157,6 +200,7 @@ impl Engine for LlamaCpp {
             tool: "llama-bench",
             rows: rows.len(),
         })?;
+        check_row("llama-bench", test, &row)?;
         Ok(sample_from(row, &run.stats))
     }
 }
@@ -179,14 +223,34 @@ impl Reference for LlamaCpp {
 }
 
 /// llama-bench's `-p`, `-n` and further flags for `test`: `pp<p>+tg<g>` is `-p 0 -n 0
-/// -pg p,g` (llama-bench's own combined test).
+/// -pg p,g` (llama-bench's own combined test), and a depth is `-d <depth>`.
 pub(crate) fn test_args(test: Test) -> (u32, u32, Vec<String>) {
-    if test.n_prompt > 0 && test.n_gen > 0 {
+    let mut extra = Vec::new();
+    let (n_prompt, n_gen) = if test.n_prompt > 0 && test.n_gen > 0 {
         let pg = format!("{},{}", test.n_prompt, test.n_gen);
-        (0, 0, vec!["-pg".into(), pg])
+        extra.extend(["-pg".into(), pg]);
+        (0, 0)
     } else {
-        (test.n_prompt, test.n_gen, vec![])
+        (test.n_prompt, test.n_gen)
+    };
+    if test.n_depth > 0 {
+        extra.extend(["-d".into(), test.n_depth.to_string()]);
     }
+    (n_prompt, n_gen, extra)
+}
+
+/// Refuses a row of another test than `test`: an engine that ignored a flag (`-d`, say)
+/// would otherwise be compared on a test pocket did not run.
+pub(crate) fn check_row(tool: &'static str, test: Test, row: &BenchRow) -> Result<(), ToolError> {
+    let asked = [test.n_prompt, test.n_gen, test.n_depth].map(i64::from);
+    if [row.n_prompt, row.n_gen, row.n_depth] != asked {
+        return Err(ToolError::WrongTest {
+            tool,
+            asked: test.to_string(),
+            got: row.test_name(),
+        });
+    }
+    Ok(())
 }
 
 /// A repetition's sample from its one row and its process's measurements.
@@ -242,6 +306,9 @@ impl Pocket {
                 test.n_gen.to_string(),
             ]);
         }
+        if test.n_depth > 0 {
+            args.extend(["-d".into(), test.n_depth.to_string()]);
+        }
         args.extend([
             "-t".into(),
             threads.to_string(),
@@ -278,6 +345,7 @@ impl Engine for Pocket {
             tool: "pocket bench",
             rows: rows.len(),
         })?;
+        check_row("pocket bench", test, &row)?;
         Ok(sample_from(row, &stats))
     }
 }

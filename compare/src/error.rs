@@ -54,6 +54,24 @@ pub enum Error {
         path: PathBuf,
         source: pocket_model::ModelError,
     },
+    /// A test whose depth and tokens do not fit the model's context.
+    #[error(
+        "{test} needs {positions} cache positions (depth + prompt + generated tokens), more \
+         than {model}'s context of {n_ctx}: lower -d, -p or -n"
+    )]
+    BeyondContext {
+        test: crate::engine::Test,
+        positions: u64,
+        model: String,
+        n_ctx: usize,
+    },
+    /// An engine whose benchmark cannot run a test (ik_llama.cpp has no prompt at depth).
+    #[error("{engine} cannot run {test}: {why}")]
+    Unsupported {
+        engine: &'static str,
+        test: crate::engine::Test,
+        why: &'static str,
+    },
     /// A benchmark or comparison plan without repetitions.
     #[error("-r must be at least 1 (a plan needs at least one repetition)")]
     NoRepetitions,

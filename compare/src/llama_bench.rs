@@ -138,6 +138,13 @@ pub enum ToolError {
     Failed { command: String, failure: String },
     #[error("{tool} printed {rows} rows for one test, expected 1")]
     RowCount { tool: &'static str, rows: usize },
+    /// The row printed is of another test than the one asked for.
+    #[error("{tool} was asked for {asked} and printed a row of {got}")]
+    WrongTest {
+        tool: &'static str,
+        asked: String,
+        got: String,
+    },
     #[error("cannot find the running pocket binary: {0}")]
     NoPocketBinary(std::io::Error),
 }
@@ -190,7 +197,7 @@ impl BenchArgs {
             "-r".into(),
             self.reps.to_string(),
             "-o".into(),
-            format.into(),
+            format,
         ];
         args.extend(self.extra.iter().cloned());
         args

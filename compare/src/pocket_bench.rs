@@ -3,10 +3,13 @@
 //! - `pp<N>`: one batch of N random tokens from an empty cache, logits for the last row.
 //! - `tg<N>`: N single-token decodes from an empty cache.
 //! - `pp<P>+tg<G>`: both, timed together.
+//! - `... @ d<D>` (`-d`): the test after D random tokens in the cache.
 //!
 //! As in llama-bench (`tools/llama-bench/llama-bench.cpp`), each test starts with a warm-up
 //! (the prompt once if it has one, one decoded token if it generates), and every repetition
-//! starts from a cleared cache. Rows carry llama-bench's field names and values
+//! starts from a cleared cache, or at depth from the cache holding the D tokens: they are
+//! evaluated once, untimed, and each repetition cuts the cache back to them (llama-bench
+//! restores a saved copy of the same state). Rows carry llama-bench's field names and values
 //! (`model_type` as llama.cpp's `llama_model_desc`, `cpu_info` as its CPU description), plus
 //! two fields of pocket's own, written in json/jsonl after `samples_ts`: `load_ms` (model
 //! load, mapping to ready) and `peak_rss_bytes` (the process's peak RSS when the row ended).
@@ -225,6 +228,53 @@ fn argmax(logits: &[f32]) -> u32 {
     pocket_model::sample_basic::argmax(logits)
 }
 
+/// The depth is evaluated in batches of llama.cpp's ubatch size, so that filling a deep
+/// cache needs no more activation memory than a pp512.
+const DEPTH_BATCH: usize = 512;
+
+/// Refuses `test` on `m` when its depth, prompt and generated tokens do not fit the
+/// model's context (`context_length`).
+pub fn check_fits(m: &Loaded, test: Test) -> Result<()> {
+    fits(test, &m.filename, m.model.config.n_ctx_train)
+}
+
+/// [`check_fits`] for every test of a plan on the model file at `path`, reading only its
+/// header (`pocket compare` checks its plan before running anything, and stays small).
+pub fn check_file_fits(path: &Path, tests: &[Test]) -> Result<()> {
+    let g = Gguf::open(path).map_err(|e| crate::Error::Load {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    let c = Config::from_gguf(&g).map_err(|e| crate::Error::Load {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    let name = path.display().to_string();
+    tests
+        .iter()
+        .try_for_each(|&t| fits(t, &name, c.n_ctx_train))
+}
+
+fn fits(test: Test, model: &str, n_ctx: usize) -> Result<()> {
+    if test.positions() > n_ctx as u64 {
+        return Err(crate::Error::BeyondContext {
+            test,
+            positions: test.positions(),
+            model: model.to_string(),
+            n_ctx,
+        });
+    }
+    Ok(())
+}
+
+/// One test's row, and how many positions its session's cache held when the last
+/// repetition ended (the depth plus the test's tokens).
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub row: BenchRow,
+    pub positions: usize,
+}
+
 /// Runs `test` `reps` times on `m` with `threads` threads and returns its row.
 pub fn bench_test(m: &Loaded, test: Test, threads: u32, reps: u32) -> Result<BenchRow> {
     bench_test_with(m, test, threads, reps, &BenchOptions::default())
@@ -238,16 +288,32 @@ pub fn bench_test_with(
     reps: u32,
     o: &BenchOptions,
 ) -> Result<BenchRow> {
+    measure(m, test, threads, reps, o).map(|r| r.row)
+}
+
+/// [`bench_test_with`], also reporting the cache positions the session used.
+pub fn measure(
+    m: &Loaded,
+    test: Test,
+    threads: u32,
+    reps: u32,
+    o: &BenchOptions,
+) -> Result<Measured> {
     if reps == 0 {
         return Err(crate::Error::NoRepetitions);
     }
+    check_fits(m, test)?;
     let (n_prompt, n_gen) = (test.n_prompt as usize, test.n_gen as usize);
+    let n_depth = test.n_depth as usize;
     let n_vocab = m.model.config.n_vocab;
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (n_prompt as u64) << 20 ^ n_gen as u64);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15
+        ^ (n_depth as u64) << 40
+        ^ (n_prompt as u64) << 20
+        ^ n_gen as u64);
     let mut session = Session::new(
         &m.model,
         SessionOptions {
-            n_ctx: (n_prompt + n_gen + 1).max(16),
+            n_ctx: (n_depth + n_prompt + n_gen + 1).max(16),
             n_threads: threads.max(1) as usize,
             pin: true,
             placement: o.placement,
@@ -297,11 +363,24 @@ pub fn bench_test_with(
         session.clear();
         run(&mut session, &mut rng, 0, 1)?;
     }
+    // The depth, once, untimed: random tokens (the first one BOS where the model adds
+    // it, as llama-bench's prompts), in ubatch-sized pieces.
+    session.clear();
+    if n_depth > 0 {
+        let mut depth: Vec<u32> = (0..n_depth).map(|_| rng.below(n_vocab)).collect();
+        if let Some(bos) = first_gen {
+            depth[0] = bos;
+        }
+        for piece in depth.chunks(DEPTH_BATCH) {
+            session.prefill(piece)?;
+        }
+    }
     // Accounting starts with the timed repetitions.
     session.set_breakdown(o.breakdown);
     let mut samples_ns = Vec::with_capacity(reps as usize);
     for _ in 0..reps {
-        session.clear();
+        // Back to the depth's tokens (an empty cache at depth 0).
+        session.truncate(n_depth);
         let t = Instant::now();
         run(&mut session, &mut rng, n_prompt, n_gen)?;
         samples_ns.push(t.elapsed().as_nanos().max(1) as u64);
@@ -319,6 +398,7 @@ pub fn bench_test_with(
     row.poll = i64::from(o.placement.poll);
     row.n_prompt = n_prompt as i64;
     row.n_gen = n_gen as i64;
+    row.n_depth = n_depth as i64;
     row.test_time = utc_now();
     row.set_samples_ns(samples_ns);
     row.extra.insert(
@@ -339,7 +419,10 @@ pub fn bench_test_with(
             serde_json::to_value(&report).expect("breakdown serializes"),
         );
     }
-    Ok(row)
+    Ok(Measured {
+        row,
+        positions: session.pos(),
+    })
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! llama.cpp alone) too.
 
 mod derived;
+mod record;
 mod v1;
 
 use std::collections::BTreeMap;
@@ -141,15 +142,19 @@ pub struct Machine {
     pub bandwidth: Option<Bandwidth>,
 }
 
-/// pocket and each reference engine on one (model, test, threads).
+/// pocket and each reference engine on one (model, test, threads). Stored with the test's
+/// depth as a separate `n_depth` field ([`record`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    try_from = "record::ComparisonRecord",
+    into = "record::ComparisonRecord"
+)]
 pub struct Comparison {
     /// The model's file name.
     pub model: String,
     /// Bytes of tensor data (what one decoded token reads), where known.
-    #[serde(default)]
     pub model_bytes: Option<u64>,
+    /// The test, with its depth (`n_depth` in the receipt).
     pub test: Test,
     pub threads: u32,
     pub pocket: EngineSamples,
@@ -157,7 +162,6 @@ pub struct Comparison {
     pub engines: BTreeMap<EngineKind, EngineSamples>,
     pub derived: Derived,
     /// Measured with a busy loop pinned to this CPU (`--contention`), absent when quiet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_cpu: Option<u32>,
 }
 

@@ -261,6 +261,7 @@ fn args() -> CompareArgs {
         tests: TestLists {
             n_prompt: vec![512],
             n_gen: vec![128],
+            n_depth: vec![0],
         },
         reps: 5,
         no_parity: false,

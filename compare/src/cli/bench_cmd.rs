@@ -1,11 +1,12 @@
 //! `pocket bench`: llama-bench's command line and method on pocket's engine.
 //!
-//!   pocket bench -m MODEL[,MODEL...] [-p 512[,128]] [-n 128] [-pg 512,128] [-r 5]
+//!   pocket bench -m MODEL[,MODEL...] [-p 512[,128]] [-n 128] [-pg 512,128] [-d 0[,4096]] [-r 5]
 //!                [-t 2[,1]] [-o md|csv|json|jsonl|sql]
 //!                [--cpu-mask HEX] [--cpu-strict 0|1] [--poll 0..100]
 //!                [--breakdown] [--profile FILE.svg|FILE.pb] [--contention CPU]
 //!
-//! Lists are comma-separated as in llama-bench; `-p 0` / `-n 0` drop those tests.
+//! Lists are comma-separated as in llama-bench; `-p 0` / `-n 0` drop those tests; `-d`
+//! runs every test again after that many tokens in the cache (`pp512 @ d4096`).
 
 use std::path::PathBuf;
 
@@ -94,6 +95,10 @@ pub fn run(args: BenchArgs) -> CliResult {
     let mut rows = Vec::new();
     for m in &args.model {
         let mut loaded = pocket_bench::load(m)?;
+        // A test beyond the model's context is refused before any is timed.
+        for &test in &tests {
+            pocket_bench::check_fits(&loaded, test)?;
+        }
         args.lora.attach(&mut loaded.model)?;
         let profile = match &args.profile {
             Some(p) => Some(crate::profiling::Profile::start(p)?),
@@ -110,7 +115,7 @@ pub fn run(args: BenchArgs) -> CliResult {
                     eprintln!(
                         "{} {} t{}: {:.2} ± {:.2} t/s, load {:.0} ms, peak RSS {:.1} MiB",
                         m.display(),
-                        test,
+                        row.test_name(),
                         t,
                         row.avg_ts,
                         row.stddev_ts,

@@ -2,9 +2,9 @@
 //! comparator's work on stored receipts.
 //!
 //!   pocket compare [--engines llama.cpp,ik_llama.cpp] [-m MODEL...] [-t 2[,1]] [-p 512] [-n 128]
-//!                  [-r 5] [--results DIR] [--no-parity]
+//!                  [-d 0[,4096]] [-r 5] [--results DIR] [--no-parity]
 //!       every (model, test, threads) on pocket and each engine (default: every provisioned
-//!       one), repetitions interleaved, each one a fresh process; a parity line per model
+//!       one; each gets the depth `-d`), repetitions interleaved, each one a fresh process; a parity line per model
 //!       (against llama.cpp); writes results/<date>-<machine>/. Without -m: the fixture
 //!       models and the three synthetic MNN-Pocket models (made if missing).
 //!   pocket compare --history results/ [--out FILE]          trend page (HTML, inline SVG)
@@ -22,12 +22,13 @@ use crate::receipt::Receipt;
 use crate::{gate, history, report};
 
 /// The flags of a live comparison, which do not mix with the receipt modes.
-const LIVE: [&str; 11] = [
+const LIVE: [&str; 12] = [
     "engines",
     "model",
     "threads",
     "n_prompt",
     "n_gen",
+    "n_depth",
     "reps",
     "cpu_mask",
     "cpu_strict",

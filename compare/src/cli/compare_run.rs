@@ -115,6 +115,9 @@ pub fn run(args: &CompareArgs) -> CliResult {
         }
         args.model.clone()
     };
+    for m in &models {
+        crate::pocket_bench::check_file_fits(m, &tests)?;
+    }
     let plan = Plan {
         models: models.clone(),
         tests,

@@ -240,10 +240,16 @@ pub struct TestLists {
     #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128",
           value_parser = count)]
     pub n_gen: Vec<u32>,
+    /// Depths, comma-separated: each test runs after this many tokens are in the cache
+    /// (filled before the timer starts); 0 for an empty cache.
+    #[arg(short = 'd', long = "n-depth", value_delimiter = ',', default_value = "0",
+          value_parser = count)]
+    pub n_depth: Vec<u32>,
 }
 
 impl TestLists {
-    /// The tests llama-bench runs for these lists and `-pg`: pp, then tg, then pp+tg.
+    /// The tests llama-bench runs for these lists and `-pg`: for each depth in turn, pp,
+    /// then tg, then pp+tg.
     pub fn tests(&self, pg: &[Test]) -> Result<Vec<Test>, CliError> {
         let pp = self
             .n_prompt
@@ -251,11 +257,15 @@ impl TestLists {
             .filter(|&&p| p > 0)
             .map(|&p| Test::pp(p));
         let tg = self.n_gen.iter().filter(|&&n| n > 0).map(|&n| Test::tg(n));
-        let tests: Vec<Test> = pp.chain(tg).chain(pg.iter().copied()).collect();
-        if tests.is_empty() {
+        let at_empty: Vec<Test> = pp.chain(tg).chain(pg.iter().copied()).collect();
+        if at_empty.is_empty() {
             return Err(CliError::NoTests);
         }
-        Ok(tests)
+        Ok(self
+            .n_depth
+            .iter()
+            .flat_map(|&d| at_empty.iter().map(move |t| t.at_depth(d)))
+            .collect())
     }
 }
 
@@ -278,10 +288,7 @@ pub fn positive(s: &str) -> Result<u32, BadValue> {
 pub fn parse_pg(s: &str) -> Result<Test, BadValue> {
     let v: Vec<u32> = s.split(',').map(positive).collect::<Result<_, _>>()?;
     match v[..] {
-        [p, g] => Ok(Test {
-            n_prompt: p,
-            n_gen: g,
-        }),
+        [p, g] => Ok(Test::pg(p, g)),
         _ => Err(BadValue::Pg(s.to_string())),
     }
 }
@@ -306,14 +313,7 @@ mod tests {
         let t = T::try_parse_from(["t", "-p", "512,128", "-n", "0", "--pg", "4,2", "-C", "0x3"])
             .unwrap();
         assert_eq!(t.lists.n_prompt, [512, 128]);
-        let want = [
-            Test::pp(512),
-            Test::pp(128),
-            Test {
-                n_prompt: 4,
-                n_gen: 2,
-            },
-        ];
+        let want = [Test::pp(512), Test::pp(128), Test::pg(4, 2)];
         assert_eq!(t.lists.tests(&t.pg).unwrap(), want);
         assert_eq!(t.placement.placement().cpu_mask, 3);
         assert_eq!(t.placement.placement().poll, 50);
@@ -332,6 +332,17 @@ mod tests {
         }
         let strict = T::try_parse_from(["t", "--cpu-strict", "1", "--poll", "0"]).unwrap();
         assert!(strict.placement.placement().strict && strict.placement.poll == 0);
+        // Depths repeat every test, depth by depth (llama-bench's order).
+        let deep = T::try_parse_from(["t", "-p", "8", "-n", "4", "-d", "0,64"]).unwrap();
+        let names: Vec<String> = deep
+            .lists
+            .tests(&[])
+            .unwrap()
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        assert_eq!(names, ["pp8", "tg4", "pp8 @ d64", "tg4 @ d64"]);
+        assert!(T::try_parse_from(["t", "-d", "-1"]).is_err());
         let none = T::try_parse_from(["t", "-p", "0", "-n", "0"]).unwrap();
         assert!(matches!(none.lists.tests(&[]), Err(CliError::NoTests)));
     }

@@ -6,13 +6,19 @@
 //! fields (`repack`, `mla_attn`, `fused_moe`, `test`; no `n_depth`, `cpu_mask`, `poll`) and
 //! booleans where mainline prints integers (`flash_attn`), so it has its own reader, which
 //! maps a row onto mainline's [`BenchRow`] and keeps the rest in `extra`.
+//!
+//! It has no `-d` either. Its `-gp D,N` test (`tg<N>@pp<D>`: D prompt tokens untimed, then
+//! N generated ones timed) is mainline's `tg<N> @ d<D>`, and is what a generation test at
+//! depth runs as; a prompt at depth it cannot run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Map, Value};
 
-use super::{sample_from, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
+use super::{
+    check_row, sample_from, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test,
+};
 use crate::bench_format::{ParseError, Problem};
 use crate::bench_row::BenchRow;
 use crate::llama_bench::{cache_dir, read_line, run_measured, ToolError};
@@ -70,9 +76,15 @@ impl IkLlamaCpp {
         }
     }
 
-    /// llama-bench's command line for one repetition.
+    /// llama-bench's command line for one repetition (a generation test at depth as its
+    /// `-gp depth,n`; see [`IkLlamaCpp::refuses`] for what it cannot run).
     pub fn args(model: &Path, test: Test, threads: u32) -> Vec<String> {
-        let (n_prompt, n_gen, pg) = test_args(test);
+        let (n_prompt, n_gen, pg) = if test.n_depth > 0 {
+            let gp = format!("{},{}", test.n_depth, test.n_gen);
+            (0, 0, vec!["-gp".into(), gp])
+        } else {
+            test_args(test)
+        };
         let mut args: Vec<String> = vec![
             "-m".into(),
             model.display().to_string(),
@@ -99,6 +111,10 @@ impl Engine for IkLlamaCpp {
     }
 
     fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
+        if let Some(why) = self.refuses(test) {
+            let engine = EngineKind::IkLlamaCpp.name();
+            return Err(crate::Error::Unsupported { engine, test, why });
+        }
         if !model.is_file() {
             return Err(crate::Error::ModelNotFound(model.to_path_buf()));
         }
@@ -116,6 +132,7 @@ impl Engine for IkLlamaCpp {
             tool: "ik_llama.cpp llama-bench",
             rows: rows.len(),
         })?;
+        check_row("ik_llama.cpp llama-bench", test, &row)?;
         Ok(sample_from(row, &stats))
     }
 }
@@ -130,6 +147,13 @@ impl Reference for IkLlamaCpp {
             build: read_line(&self.dir.join("BUILD_INFO")).unwrap_or_else(|| "unknown".into()),
             options: OPTIONS.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    fn refuses(&self, test: Test) -> Option<&'static str> {
+        (test.n_depth > 0 && test.n_prompt > 0).then_some(
+            "its llama-bench has no -d, and its -gp runs only generation after a prompt \
+             (tg<n> @ d<depth>)",
+        )
     }
 }
 
@@ -202,7 +226,13 @@ fn row_from_ik(mut map: Map<String, Value>) -> Result<BenchRow, Problem> {
             map.insert(field.to_string(), Value::from(n));
         }
     }
-    let row: BenchRow = serde_json::from_value(Value::Object(map)).map_err(Problem::Json)?;
+    let mut row: BenchRow = serde_json::from_value(Value::Object(map)).map_err(Problem::Json)?;
+    // A `-gp` row (`tg128@pp4096`): its prompt is mainline's depth.
+    let gp = format!("tg{}@pp{}", row.n_gen, row.n_prompt);
+    if row.extra.get("test").and_then(Value::as_str) == Some(gp.as_str()) {
+        row.n_depth = row.n_prompt;
+        row.n_prompt = 0;
+    }
     if !(row.avg_ts.is_finite() && row.avg_ts > 0.0) || row.samples_ns.is_empty() {
         return Err(Problem::Unreadable(
             "avg_ts / samples_ns".into(),

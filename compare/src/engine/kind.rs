@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Engine, IkLlamaCpp, LlamaCpp};
+use super::{Engine, IkLlamaCpp, LlamaCpp, Test};
 use crate::Result;
 use pocket_model::Placement;
 
@@ -106,4 +106,9 @@ pub struct EngineInfo {
 pub trait Reference: Engine {
     fn kind(&self) -> EngineKind;
     fn info(&self) -> EngineInfo;
+    /// Why the engine's benchmark cannot run `test`, if it cannot (checked for the whole
+    /// plan before anything runs).
+    fn refuses(&self, _test: Test) -> Option<&'static str> {
+        None
+    }
 }
