@@ -148,6 +148,19 @@ impl Linear {
     /// blocks of output panels/rows for one token, blocks of tokens for a batch. Every
     /// element is computed by the same arithmetic whichever item and thread it falls in.
     pub fn forward(&self, pool: &ThreadPool, inp: &Input, out: &mut [f32], isa: Isa) {
+        self.forward_then(pool, inp, out, isa, None)
+    }
+
+    /// [`Self::forward`], each item then running `tail` on the piece of `out` it just
+    /// wrote (a LoRA adapter's `B` product: in the same job, on rows still in cache).
+    pub fn forward_then(
+        &self,
+        pool: &ThreadPool,
+        inp: &Input,
+        out: &mut [f32],
+        isa: Isa,
+        tail: Option<&dyn ItemTail>,
+    ) {
         let rows = self.rows();
         let t = inp.tokens;
         assert_eq!(out.len(), t * rows, "linear output size");
@@ -156,29 +169,29 @@ impl Linear {
         if t == 1 {
             // Items: ITEMS_PER_THREAD row blocks per thread, thread `i` starting on the
             // rows a static split would give it (the panels it read last step stay warm).
-            let n_items = n * ITEMS_PER_THREAD;
+            let n_base = n * ITEMS_PER_THREAD;
             match self {
                 Linear::Packed(w) => {
-                    let ranges = w.split_panels(n_items);
+                    let ranges = w.split_panels(n_base);
                     let outs = Disjoint::from_pieces(w.split_out(out, &ranges));
-                    pool.run_items(n_items, |_, k| {
-                        if ranges[k].is_empty() {
-                            return; // a matrix of fewer panels than items
-                        }
-                        let mut o = outs.piece(k);
+                    let rows_of = |k: usize| {
+                        let r = &ranges[k];
+                        (r.start * matmul::PANEL).min(rows)..(r.end * matmul::PANEL).min(rows)
+                    };
+                    gemv_items(pool, n_base, &outs, rows_of, tail, |k, o| {
                         let act = &inp.packed;
                         if matches!(w.kind, Kind::SwiGlu) {
-                            matmul::gemv_swiglu(w, act, &mut o, ranges[k].clone(), isa);
+                            matmul::gemv_swiglu(w, act, o, ranges[k].clone(), isa);
                         } else {
-                            matmul::gemv(w, act, &mut o, ranges[k].clone(), isa);
+                            matmul::gemv(w, act, o, ranges[k].clone(), isa);
                         }
                     });
                 }
                 Linear::Generic { .. } => {
-                    let split = |k| ThreadPool::split(rows, n_items, k);
-                    let outs = Disjoint::split(out, (0..n_items).map(|k| split(k).len()));
-                    pool.run_items(n_items, |_, k| {
-                        self.gemv_rows(inp, split(k), &mut outs.piece(k));
+                    let split = |k| ThreadPool::split(rows, n_base, k);
+                    let outs = Disjoint::split(out, (0..n_base).map(|k| split(k).len()));
+                    gemv_items(pool, n_base, &outs, split, tail, |k, o| {
+                        self.gemv_rows(inp, split(k), o);
                     });
                 }
             }
@@ -201,6 +214,9 @@ impl Linear {
                         );
                     }
                     Linear::Generic { .. } => self.gemm_rows_f32(inp, toks(k), &mut o),
+                }
+                if let Some(tail) = tail {
+                    tail.tokens(toks(k), &mut o);
                 }
             });
         }
@@ -238,6 +254,81 @@ impl Linear {
                 out[j * rows + r] = dot_f32(&wrow, inp.row(t));
             }
         }
+    }
+}
+
+/// Work a product's item does on the output piece it has just written
+/// ([`Linear::forward_then`]). Each output element is in exactly one piece, so a tail that
+/// computes each element the same way wherever it falls gives the same result on any split.
+pub trait ItemTail: Sync {
+    /// One token: part `k` of `n` of what the rows need first (a LoRA adapter's `A x`),
+    /// run as the first item of thread `k`'s share of the job.
+    fn lead(&self, k: usize, n: usize);
+    /// One token: what `rows` will read, requested into the cache before the block's
+    /// base rows are computed.
+    fn prefetch(&self, rows: Range<usize>);
+    /// One token: `out` holds output rows `rows` of it. `false`: the leads are not all
+    /// done yet; the product runs it again after the job.
+    fn rows(&self, rows: Range<usize>, out: &mut [f32]) -> bool;
+    /// A batch: `out` holds the whole output rows of tokens `toks`.
+    fn tokens(&self, toks: Range<usize>, out: &mut [f32]);
+}
+
+/// One item of a one-token product with a tail.
+#[derive(Clone, Copy)]
+enum GemvItem {
+    Lead(usize),
+    Rows(usize),
+}
+
+/// The items of a one-token product: `base(k, piece k)` for row blocks `0..n_base`, each
+/// followed by `tail`'s rows on its piece; `tail`'s leads (one per thread) first in every
+/// thread's share, so each thread starts on one. A block done before every lead (another
+/// thread late to the job) has its tail run after the job instead: no item ever waits.
+fn gemv_items(
+    pool: &ThreadPool,
+    n_base: usize,
+    outs: &Disjoint<f32>,
+    rows_of: impl Fn(usize) -> Range<usize> + Sync,
+    tail: Option<&dyn ItemTail>,
+    base: impl Fn(usize, &mut [f32]) + Sync,
+) {
+    let n = pool.threads();
+    let Some(tail) = tail else {
+        pool.run_items(n_base, |_, k| {
+            if !rows_of(k).is_empty() {
+                base(k, &mut outs.piece(k));
+            }
+        });
+        return;
+    };
+    let n_items = n_base + n;
+    let mut items = Vec::with_capacity(n_items);
+    for i in 0..n {
+        items.push(GemvItem::Lead(i));
+        let share = ThreadPool::split(n_items, n, i);
+        let before = share.start - i; // row blocks in the shares before this one
+        items.extend((before..before + share.len() - 1).map(GemvItem::Rows));
+    }
+    let late = std::sync::Mutex::new(Vec::new());
+    pool.run_items(n_items, |_, j| match items[j] {
+        GemvItem::Lead(i) => tail.lead(i, n),
+        GemvItem::Rows(k) => {
+            let rows = rows_of(k);
+            if rows.is_empty() {
+                return;
+            }
+            tail.prefetch(rows.clone());
+            let mut o = outs.piece(k);
+            base(k, &mut o);
+            if !tail.rows(rows, &mut o) {
+                late.lock().unwrap().push(k);
+            }
+        }
+    });
+    for k in late.into_inner().unwrap() {
+        let done = tail.rows(rows_of(k), &mut outs.piece(k));
+        debug_assert!(done, "every lead has run");
     }
 }
 

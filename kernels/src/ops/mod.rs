@@ -17,6 +17,7 @@
 
 pub mod activation;
 pub mod convert;
+pub mod lowrank;
 pub mod norm;
 pub mod rope;
 pub mod softmax;

@@ -15,7 +15,10 @@ use super::walk::{AttnJob, Cx, LayerOps};
 use super::Bufs;
 use crate::attention::{attend_block, AttnScratch};
 use crate::config::FfnAct;
-use crate::linear::{Input, Linear};
+use crate::linear::{Input, ItemTail, Linear};
+use crate::lora::apply::{LoraRuns, LoraScratch};
+use crate::lora::fused::{Fused, Part};
+use crate::lora::Proj;
 use crate::profile::Op;
 use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Qkv};
@@ -48,9 +51,55 @@ impl FastOps {
     }
 
     fn product(&self, cx: &mut Cx, op: Op, lin: &Linear, out: &mut Vec<f32>) {
+        self.product_then(cx, op, lin, out, None);
+    }
+
+    /// The product with `lora`'s adapters added inside its items.
+    fn product_then(
+        &self,
+        cx: &mut Cx,
+        op: Op,
+        lin: &Linear,
+        out: &mut Vec<f32>,
+        lora: Option<&Fused>,
+    ) {
         out.resize(self.inp.tokens * lin.rows(), 0.0);
         cx.obs.matrix(op, &[lin], self.inp.tokens);
-        lin.forward(cx.pool, &self.inp, out, self.isa);
+        let tail = lora.map(|f| f as &dyn ItemTail);
+        lin.forward_then(cx.pool, &self.inp, out, self.isa, tail);
+    }
+
+    /// The tail adding `runs`' adapters of `parts` to a product of `lin` on `x`.
+    fn lora<'a>(
+        &self,
+        cx: &Cx,
+        runs: &'a LoraRuns<'a>,
+        parts: &'a [Part],
+        x: &'a [f32],
+        lin: &Linear,
+    ) -> Option<Fused<'a>> {
+        Fused::new(
+            self.isa,
+            (cx.l, runs),
+            parts,
+            x,
+            self.inp.tokens,
+            lin.rows(),
+        )
+    }
+}
+
+/// The rows of a fused Q/K/V product (`b.qkv`) into `b.q`, `b.k`, `b.v`.
+fn split_qkv(b: &mut Bufs, tokens: usize, qd: usize, kvd: usize) {
+    let w3 = qd + 2 * kvd;
+    b.q.resize(tokens * qd, 0.0);
+    b.k.resize(tokens * kvd, 0.0);
+    b.v.resize(tokens * kvd, 0.0);
+    for t in 0..tokens {
+        let r = &b.qkv[t * w3..(t + 1) * w3];
+        b.q[t * qd..(t + 1) * qd].copy_from_slice(&r[..qd]);
+        b.k[t * kvd..(t + 1) * kvd].copy_from_slice(&r[qd..qd + kvd]);
+        b.v[t * kvd..(t + 1) * kvd].copy_from_slice(&r[qd + kvd..]);
     }
 }
 
@@ -86,16 +135,7 @@ impl LayerOps for FastOps {
             Qkv::Fused(lin) => {
                 self.quantize(cx, &b.xn, tokens, &[lin]);
                 self.product(cx, Op::Qkv, lin, &mut b.qkv);
-                let w3 = qd + 2 * kvd;
-                b.q.resize(tokens * qd, 0.0);
-                b.k.resize(tokens * kvd, 0.0);
-                b.v.resize(tokens * kvd, 0.0);
-                for t in 0..tokens {
-                    let r = &b.qkv[t * w3..(t + 1) * w3];
-                    b.q[t * qd..(t + 1) * qd].copy_from_slice(&r[..qd]);
-                    b.k[t * kvd..(t + 1) * kvd].copy_from_slice(&r[qd..qd + kvd]);
-                    b.v[t * kvd..(t + 1) * kvd].copy_from_slice(&r[qd + kvd..]);
-                }
+                split_qkv(b, tokens, qd, kvd);
             }
             Qkv::Split { q, k, v } => {
                 self.quantize(cx, &b.xn, tokens, &[q, k, v]);
@@ -205,6 +245,85 @@ impl LayerOps for FastOps {
                 b.h.resize(tokens * ff, 0.0);
                 gate(self.isa, act, &b.g, &b.u, &mut b.h);
             }
+        }
+    }
+
+    fn qkv_lora(&mut self, cx: &mut Cx, w: &Qkv, tokens: usize, b: &mut Bufs, runs: &LoraRuns) {
+        let (qd, kvd) = (cx.c.q_dim(), cx.c.kv_dim());
+        match w {
+            Qkv::Fused(lin) => {
+                self.quantize(cx, &b.xn, tokens, &[lin]);
+                let parts = [
+                    Part::new(Proj::Q, 0, qd),
+                    Part::new(Proj::K, qd, kvd),
+                    Part::new(Proj::V, qd + kvd, kvd),
+                ];
+                let tail = self.lora(cx, runs, &parts, &b.xn, lin);
+                self.product_then(cx, Op::Qkv, lin, &mut b.qkv, tail.as_ref());
+                split_qkv(b, tokens, qd, kvd);
+            }
+            Qkv::Split { q, k, v } => {
+                self.quantize(cx, &b.xn, tokens, &[q, k, v]);
+                for (p, lin, out) in [
+                    (Proj::Q, q, &mut b.q),
+                    (Proj::K, k, &mut b.k),
+                    (Proj::V, v, &mut b.v),
+                ] {
+                    let parts = [Part::new(p, 0, lin.rows())];
+                    let tail = self.lora(cx, runs, &parts, &b.xn, lin);
+                    self.product_then(cx, Op::Qkv, lin, out, tail.as_ref());
+                }
+            }
+        }
+    }
+
+    fn linear_lora(
+        &mut self,
+        cx: &mut Cx,
+        (p, op): (Proj, Op),
+        lin: &Linear,
+        x: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+        runs: &LoraRuns,
+        _: &mut LoraScratch,
+    ) {
+        self.quantize(cx, x, n, &[lin]);
+        let parts = [Part::new(p, 0, lin.rows())];
+        let tail = self.lora(cx, runs, &parts, x, lin);
+        self.product_then(cx, op, lin, out, tail.as_ref());
+    }
+
+    fn gate_up_lora(
+        &mut self,
+        cx: &mut Cx,
+        w: &GateUp,
+        tokens: usize,
+        b: &mut Bufs,
+        runs: &LoraRuns,
+    ) {
+        let (ff, act) = (cx.c.n_ff, cx.c.ffn_act);
+        b.h.resize(tokens * ff, 0.0);
+        match w {
+            GateUp::Stacked(lin) => {
+                self.quantize(cx, &b.xn, tokens, &[lin]);
+                let parts = [Part::new(Proj::Gate, 0, ff), Part::new(Proj::Up, ff, ff)];
+                let tail = self.lora(cx, runs, &parts, &b.xn, lin);
+                self.product_then(cx, Op::GateUp, lin, &mut b.g, tail.as_ref());
+                for (r, h) in b.g.chunks_exact(2 * ff).zip(b.h.chunks_exact_mut(ff)) {
+                    gate(self.isa, act, &r[..ff], &r[ff..], h);
+                }
+            }
+            GateUp::Split { gate: wg, up: wu } => {
+                self.quantize(cx, &b.xn, tokens, &[wg, wu]);
+                for (p, lin, out) in [(Proj::Gate, wg, &mut b.g), (Proj::Up, wu, &mut b.u)] {
+                    let parts = [Part::new(p, 0, ff)];
+                    let tail = self.lora(cx, runs, &parts, &b.xn, lin);
+                    self.product_then(cx, Op::GateUp, lin, out, tail.as_ref());
+                }
+                gate(self.isa, act, &b.g, &b.u, &mut b.h);
+            }
+            GateUp::SwiGlu(_) => unreachable!("Session::set_lora refuses unprepared layers"),
         }
     }
 

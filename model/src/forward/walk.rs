@@ -15,7 +15,7 @@ use super::{Bufs, Sequence};
 use crate::batch::{Batch, BatchRow};
 use crate::config::{Config, FfnAct};
 use crate::linear::Linear;
-use crate::lora::apply::{add_all, Dest, LoraRuns};
+use crate::lora::apply::{add_all, Dest, LoraRuns, LoraScratch};
 use crate::lora::{LoraSet, Proj};
 use crate::profile::Op;
 use crate::threadpool::ThreadPool;
@@ -54,11 +54,52 @@ pub(super) trait LayerOps {
     /// The gated FFN's hidden rows `b.h` from the normed rows `b.xn`.
     fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs);
 
-    // --- LoRA (model/src/lora): gate and up apart, for an adapter to add to them
-    // before the activation. `lora::prepare` gives every adapted layer a stacked or
-    // split gate/up (never the fused SwiGLU kernel, which writes only `silu(gate)·up`).
-    /// Gate rows into `b.g`, up rows into `b.u` (`tokens × n_ff` each).
-    fn gate_up_parts(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs) {
+    // --- LoRA (model/src/lora): the products with the rows' adapters (`runs`) added,
+    // in llama.cpp's `build_lora_mm` order (before qwen2's biases; gate and up before the
+    // activation). These defaults add them after each base product (`apply::add_all`);
+    // pocket's kernels run them inside the product's items (`lora::fused`). An adapted
+    // gate/up is stacked or split (`lora::prepare`): the fused SwiGLU kernel writes only
+    // `silu(gate)·up`.
+    /// [`Self::qkv`] with Q, K and V adapted.
+    fn qkv_lora(&mut self, cx: &mut Cx, w: &Qkv, tokens: usize, b: &mut Bufs, runs: &LoraRuns) {
+        self.qkv(cx, w, tokens, b);
+        let (qd, kvd) = (cx.c.q_dim(), cx.c.kv_dim());
+        for (p, out, n) in [
+            (Proj::Q, &mut b.q, qd),
+            (Proj::K, &mut b.k, kvd),
+            (Proj::V, &mut b.v, kvd),
+        ] {
+            let dest = &mut Dest::rows(out, n);
+            add_all(cx.pool, runs, (cx.l, p), &b.xn, dest, &mut b.lora);
+        }
+    }
+    /// [`Self::linear`] of projection `p` (one of one input: `wo`, `down`), adapted.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_lora(
+        &mut self,
+        cx: &mut Cx,
+        (p, op): (Proj, Op),
+        lin: &Linear,
+        x: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+        runs: &LoraRuns,
+        s: &mut LoraScratch,
+    ) {
+        self.linear(cx, op, lin, x, n, out);
+        let dest = &mut Dest::rows(out, lin.rows());
+        add_all(cx.pool, runs, (cx.l, p), x, dest, s);
+    }
+    /// [`Self::gate_up`] with gate and up adapted.
+    fn gate_up_lora(
+        &mut self,
+        cx: &mut Cx,
+        w: &GateUp,
+        tokens: usize,
+        b: &mut Bufs,
+        runs: &LoraRuns,
+    ) {
+        let ff = cx.c.n_ff;
         match w {
             GateUp::Split { gate, up } => {
                 self.linear(cx, Op::GateUp, gate, &b.xn, tokens, &mut b.g);
@@ -66,7 +107,6 @@ pub(super) trait LayerOps {
             }
             GateUp::Stacked(lin) => {
                 self.linear(cx, Op::GateUp, lin, &b.xn, tokens, &mut b.h);
-                let ff = cx.c.n_ff;
                 b.g.resize(tokens * ff, 0.0);
                 b.u.resize(tokens * ff, 0.0);
                 for (t, r) in b.h.chunks_exact(2 * ff).enumerate() {
@@ -76,6 +116,11 @@ pub(super) trait LayerOps {
             }
             GateUp::SwiGlu(_) => unreachable!("Session::set_lora refuses unprepared layers"),
         }
+        for (p, out) in [(Proj::Gate, &mut b.g), (Proj::Up, &mut b.u)] {
+            let dest = &mut Dest::rows(out, ff);
+            add_all(cx.pool, runs, (cx.l, p), &b.xn, dest, &mut b.lora);
+        }
+        self.activate(cx.c.ffn_act, &b.g, &b.u, &mut b.h);
     }
     /// `h = act(g) · u`, as this numerics' `gate_up` computes it.
     fn activate(&self, act: FfnAct, g: &[f32], u: &[f32], h: &mut Vec<f32>);
@@ -191,22 +236,10 @@ impl Walker<'_, '_> {
         let mut cx = Cx { c, l, pool, obs };
         ops.norm_rows(&b.x, &w.attn_norm, c.eps, &mut b.xn);
         cx.obs.step(Op::NormRope, "attn_norm", l, &b.xn);
-        ops.qkv(&mut cx, &w.qkv, t_n, b);
-        // LoRA: before the biases, as llama.cpp adds them after build_lora_mm.
-        let (qd, kvd) = (c.q_dim(), c.kv_dim());
-        for (p, out, n) in [
-            (Proj::Q, &mut b.q, qd),
-            (Proj::K, &mut b.k, kvd),
-            (Proj::V, &mut b.v, kvd),
-        ] {
-            add_all(
-                pool,
-                runs_all,
-                (l, p),
-                &b.xn,
-                &mut Dest::rows(out, n),
-                &mut b.lora,
-            );
+        if runs_all.touches(l, &[Proj::Q, Proj::K, Proj::V]) {
+            ops.qkv_lora(&mut cx, &w.qkv, t_n, b, runs_all);
+        } else {
+            ops.qkv(&mut cx, &w.qkv, t_n, b);
         }
         cx.obs.mark(Op::Qkv);
         let table = &self.ropes[self.rope_of[l]];
@@ -229,15 +262,13 @@ impl Walker<'_, '_> {
             }
             b.x.truncate(live.len() * e);
         }
-        ops.linear(&mut cx, Op::OutProj, &w.wo, &b.att, live.len(), &mut b.o);
-        add_all(
-            pool,
-            runs_live,
-            (l, Proj::Out),
-            &b.att,
-            &mut Dest::rows(&mut b.o, e),
-            &mut b.lora,
-        );
+        if runs_live.touches(l, &[Proj::Out]) {
+            let po = (Proj::Out, Op::OutProj);
+            let (att, o, s) = (&b.att, &mut b.o, &mut b.lora);
+            ops.linear_lora(&mut cx, po, &w.wo, att, live.len(), o, runs_live, s);
+        } else {
+            ops.linear(&mut cx, Op::OutProj, &w.wo, &b.att, live.len(), &mut b.o);
+        }
         cx.obs.step(Op::OutProj, "attn_out", l, &b.o);
         if let Some(pn) = &w.post_attn_norm {
             ops.norm_rows_inplace(&mut b.o, pn, c.eps);
@@ -262,40 +293,17 @@ impl Walker<'_, '_> {
         ops.norm_rows(&b.x, &w.ffn_norm, c.eps, &mut b.xn);
         cx.obs.step(Op::NormRope, "ffn_norm", l, &b.xn);
         if lora.touches(l, &[Proj::Gate, Proj::Up]) {
-            // LoRA: gate and up adapted apart, then the activation.
-            let ff = c.n_ff;
-            ops.gate_up_parts(&mut cx, &w.gate_up, tn, b);
-            add_all(
-                pool,
-                lora,
-                (l, Proj::Gate),
-                &b.xn,
-                &mut Dest::rows(&mut b.g, ff),
-                &mut b.lora,
-            );
-            add_all(
-                pool,
-                lora,
-                (l, Proj::Up),
-                &b.xn,
-                &mut Dest::rows(&mut b.u, ff),
-                &mut b.lora,
-            );
-            ops.activate(c.ffn_act, &b.g, &b.u, &mut b.h);
+            ops.gate_up_lora(&mut cx, &w.gate_up, tn, b, lora);
         } else {
             ops.gate_up(&mut cx, &w.gate_up, tn, b);
         }
         cx.obs.step(Op::GateUp, "ffn_geglu", l, &b.h);
-        ops.linear(&mut cx, Op::Down, &w.down, &b.h, tn, &mut b.o);
-        let e = c.n_embd;
-        add_all(
-            pool,
-            lora,
-            (l, Proj::Down),
-            &b.h,
-            &mut Dest::rows(&mut b.o, e),
-            &mut b.lora,
-        );
+        if lora.touches(l, &[Proj::Down]) {
+            let pd = (Proj::Down, Op::Down);
+            ops.linear_lora(&mut cx, pd, &w.down, &b.h, tn, &mut b.o, lora, &mut b.lora);
+        } else {
+            ops.linear(&mut cx, Op::Down, &w.down, &b.h, tn, &mut b.o);
+        }
         cx.obs.step(Op::Down, "ffn_out", l, &b.o);
         if let Some(pn) = &w.post_ffw_norm {
             ops.norm_rows_inplace(&mut b.o, pn, c.eps);

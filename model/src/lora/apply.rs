@@ -3,11 +3,15 @@
 //! the scale, then the add onto the base product), batched over the step's rows: one
 //! pass of `A` over all rows, one of `B`. Work big enough to be worth it is split across
 //! the pool; a decode step's products are a few tens of thousands of multiply-adds and
-//! run on the calling thread.
+//! run on the calling thread. This is how `--numerics ggml` applies adapters (after each
+//! base product, in f32); pocket's own numerics runs the same per-element arithmetic
+//! inside the base product's items ([`super::fused`]).
 
 use std::ops::Range;
 
 use super::{LoraPair, LoraSet, Proj};
+use pocket_kernels::Isa;
+
 use crate::threadpool::{Disjoint, ThreadPool};
 
 /// Below this many multiply-adds a product runs on the calling thread (waking the pool
@@ -69,10 +73,19 @@ impl<'a> LoraRuns<'a> {
     pub fn touches(&self, l: usize, ps: &[Proj]) -> bool {
         self.runs.iter().any(|(s, _)| s.touches(l, ps))
     }
+
+    /// The set row `t` applies (`None`: no active adapter).
+    pub fn set_of(&self, t: usize) -> Option<&'a LoraSet> {
+        self.runs
+            .iter()
+            .find(|(_, r)| r.contains(&t))
+            .map(|(s, _)| *s)
+    }
 }
 
 /// Adds each row's active adapters' products for projection `p` of layer `l` to `dest`,
-/// for the rows of `x` (rows of the projection's input width).
+/// for the rows of `x` (rows of the projection's input width), after the base product
+/// (`--numerics ggml`; pocket's kernels run them inside the product, [`super::fused`]).
 pub fn add_all(
     pool: &ThreadPool,
     runs: &LoraRuns,
@@ -104,34 +117,33 @@ pub fn add_product(
     dest: &mut Dest,
     s: &mut LoraScratch,
 ) {
+    let isa = Isa::active();
     let (rank, n_in, n_out) = (pair.rank, pair.n_in, pair.n_out);
     let tokens = x.len() / n_in;
     debug_assert_eq!(x.len(), tokens * n_in, "lora input width");
     s.mid.resize(tokens * rank, 0.0);
     fill(pool, &mut s.mid, n_in, |i| {
         let (t, r) = (i / rank, i % rank);
-        pair.a.dot(r * n_in, &x[t * n_in..][..n_in])
+        pair.a.dot(isa, r * n_in, &x[t * n_in..][..n_in])
     });
-    s.delta.resize(tokens * n_out, 0.0);
     let mid = &s.mid;
-    match &pair.bt {
-        // Bᵀ: per row, `rank` vectorized multiply-adds over the outputs.
-        Some(bt) => {
-            for (t, d) in s.delta.chunks_exact_mut(n_out).enumerate() {
-                d.fill(0.0);
-                for (r, &m) in mid[t * rank..][..rank].iter().enumerate() {
-                    bt.axpy(r * n_out, m, d);
-                }
-            }
+    let row = |t: usize| t * dest.stride + dest.offset;
+    if pair.bt.is_some() {
+        // Bᵀ: per row, one pass over the outputs, added in place.
+        for t in 0..tokens {
+            let out = &mut dest.out[row(t)..][..n_out];
+            pair.add_b_product(isa, &mid[t * rank..][..rank], scale, 0, out);
         }
-        None => fill(pool, &mut s.delta, rank, |i| {
-            let (t, o) = (i / n_out, i % n_out);
-            pair.b.dot(o * rank, &mid[t * rank..][..rank])
-        }),
+        return;
     }
+    s.delta.resize(tokens * n_out, 0.0);
+    fill(pool, &mut s.delta, rank, |i| {
+        let (t, o) = (i / n_out, i % n_out);
+        pair.b.dot(isa, o * rank, &mid[t * rank..][..rank])
+    });
     for (t, d) in s.delta.chunks_exact(n_out).enumerate() {
-        let row = &mut dest.out[t * dest.stride + dest.offset..][..n_out];
-        row.iter_mut().zip(d).for_each(|(o, &d)| *o += scale * d);
+        let out = &mut dest.out[row(t)..][..n_out];
+        out.iter_mut().zip(d).for_each(|(o, &d)| *o += scale * d);
     }
 }
 

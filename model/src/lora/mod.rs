@@ -15,11 +15,15 @@
 //! `user_scale · alpha / rank`, or `user_scale` when the file has no alpha (0).
 
 pub mod apply;
+pub mod fused;
 pub mod load;
 pub mod prepare;
 pub mod synth;
 
 use std::sync::Arc;
+
+use pocket_kernels::ops::lowrank;
+use pocket_kernels::Isa;
 
 pub use load::LoraError;
 
@@ -78,12 +82,53 @@ pub struct LoraPair {
     pub a: LoraMat,
     /// `B` row-major (`n_out × rank`), or, on the fast path, empty with [`Self::bt`].
     pub b: LoraMat,
-    /// `Bᵀ` (`rank × n_out`), the fast path's form: `B·m` is then `rank` contiguous
-    /// multiply-adds over the outputs (vectorized) instead of `n_out` dots of `rank`.
+    /// `Bᵀ` in panels of 8 outputs (`lowrank::pack_bt`), the fast path's form: `B·m` over
+    /// any run of outputs is then one contiguous read, 8 outputs per vector, instead of
+    /// `n_out` dots of `rank`.
     pub bt: Option<LoraMat>,
 }
 
 impl LoraPair {
+    /// `mid[r] = A[r] · x` for the `rank` rows of `A` (`x`: one input row).
+    pub fn a_product(&self, isa: Isa, x: &[f32], mid: &mut [f32]) {
+        for (r, m) in mid.iter_mut().enumerate() {
+            *m = self.a.dot(isa, r * self.n_in, x);
+        }
+    }
+
+    /// `out[j] += scale · (B mid)[c0 + j]`: columns `c0 .. c0 + out.len()` of the `B`
+    /// product (each column `Σ_r` in rank order, then scaled and added: the same value
+    /// whichever columns a call takes).
+    pub fn add_b_product(&self, isa: Isa, mid: &[f32], scale: f32, c0: usize, out: &mut [f32]) {
+        let (rank, n_out) = (self.rank, self.n_out);
+        match &self.bt {
+            Some(LoraMat::Bf16(bt)) => {
+                lowrank::add_bt_product_with(isa, bt, n_out, c0, mid, scale, out);
+            }
+            Some(LoraMat::F32(bt)) => {
+                for (j, o) in out.iter_mut().enumerate() {
+                    let mut d = 0f32;
+                    for (r, &m) in mid.iter().enumerate() {
+                        d += m * bt[lowrank::bt_index(c0 + j, r, rank)];
+                    }
+                    *o += scale * d;
+                }
+            }
+            None => {
+                for (j, o) in out.iter_mut().enumerate() {
+                    *o += scale * self.b.dot(isa, (c0 + j) * rank, mid);
+                }
+            }
+        }
+    }
+
+    /// Asks the cache for what [`Self::add_b_product`] reads for output columns `cols`.
+    pub fn prefetch_b(&self, isa: Isa, cols: std::ops::Range<usize>) {
+        if let Some(LoraMat::Bf16(bt)) = &self.bt {
+            lowrank::prefetch_bt_with(isa, bt, self.rank, cols);
+        }
+    }
+
     /// `B` row-major in f32, whichever form it is held in.
     pub fn b_rows(&self) -> Vec<f32> {
         match &self.bt {
@@ -91,9 +136,9 @@ impl LoraPair {
             Some(bt) => {
                 let t = bt.to_f32();
                 let mut b = vec![0f32; self.n_out * self.rank];
-                for r in 0..self.rank {
-                    for o in 0..self.n_out {
-                        b[o * self.rank + r] = t[r * self.n_out + o];
+                for o in 0..self.n_out {
+                    for r in 0..self.rank {
+                        b[o * self.rank + r] = t[lowrank::bt_index(o, r, self.rank)];
                     }
                 }
                 b
@@ -147,26 +192,10 @@ impl LoraMat {
     }
 
     /// `Σ self[start + i] · x[i]`.
-    pub fn dot(&self, start: usize, x: &[f32]) -> f32 {
+    pub fn dot(&self, isa: Isa, start: usize, x: &[f32]) -> f32 {
         match self {
             LoraMat::F32(v) => crate::linear::dot_f32(&v[start..start + x.len()], x),
-            LoraMat::Bf16(v) => dot_bf16(&v[start..start + x.len()], x),
-        }
-    }
-
-    /// `out[i] += m · self[start + i]`.
-    pub fn axpy(&self, start: usize, m: f32, out: &mut [f32]) {
-        match self {
-            LoraMat::F32(v) => {
-                let v = &v[start..start + out.len()];
-                out.iter_mut().zip(v).for_each(|(o, &w)| *o += m * w);
-            }
-            LoraMat::Bf16(v) => {
-                let v = &v[start..start + out.len()];
-                out.iter_mut()
-                    .zip(v)
-                    .for_each(|(o, &w)| *o += m * bf16_to_f32(w));
-            }
+            LoraMat::Bf16(v) => lowrank::dot_bf16_with(isa, &v[start..start + x.len()], x),
         }
     }
 
@@ -178,36 +207,8 @@ impl LoraMat {
     }
 }
 
-/// `x` (`rows × cols`, row-major) transposed.
-fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut t = vec![0f32; rows * cols];
-    for r in 0..rows {
-        for c in 0..cols {
-            t[c * rows + r] = x[r * cols + c];
-        }
-    }
-    t
-}
-
 fn bf16_to_f32(h: u16) -> f32 {
     f32::from_bits((h as u32) << 16)
-}
-
-/// bf16 · f32 with 16 partial sums (vectorizes, as `dot_f32`).
-fn dot_bf16(a: &[u16], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 16];
-    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..16 {
-            acc[i] += bf16_to_f32(x[i]) * y[i];
-        }
-    }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += bf16_to_f32(*x) * y;
-    }
-    s
 }
 
 /// A loaded adapter: its pairs by layer and projection.
@@ -257,7 +258,10 @@ impl LoraAdapter {
             .map(|ps| {
                 ps.clone().map(|p| {
                     p.map(|p| {
-                        let bt = LoraMat::F32(transpose(&p.b_rows(), p.n_out, p.rank)).to_bf16();
+                        let LoraMat::Bf16(b) = LoraMat::F32(p.b_rows()).to_bf16() else {
+                            unreachable!("to_bf16 gives bf16")
+                        };
+                        let bt = LoraMat::Bf16(lowrank::pack_bt(&b, p.n_out, p.rank));
                         LoraPair {
                             a: p.a.to_bf16(),
                             b: LoraMat::Bf16(Vec::new()),

@@ -23,6 +23,7 @@
 pub mod act;
 pub mod attention;
 pub mod f16;
+pub mod lowrank;
 pub mod ops;
 pub mod q4_0;
 pub mod q4_1;
