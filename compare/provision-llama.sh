@@ -143,6 +143,19 @@ say "reference ($ref): $(cat "$ref/BUILD_INFO")"
 
 # --- the benchmark build --------------------------------------------------------------------
 extras="$(native_extras)"
+# AMX: b11434's AMX matmul (ggml/src/ggml-cpu/amx, compiled in whenever -march=native defines
+# __AMX_INT8__) segfaults in ggml_backend_amx_mul_mat on Q4_1, Q8_0 and Q4_K models (seen on a
+# Sapphire Rapids VM: SmolLM2 Q4_1, gemma3 Q4_K_M and the MNN-Pocket Q4_1/Q8_0 shapes; upstream
+# llama.cpp#20824), so an AMX build cannot be measured on the models pocket compares. The
+# native build keeps every other extension; POCKET_LLAMA_AMX=1 builds it with AMX anyway.
+native_flags="-DGGML_NATIVE=ON"
+amx_note=""
+if [[ " $extras " == *" AMX_INT8 "* ]] && [ "${POCKET_LLAMA_AMX:-0}" != 1 ]; then
+  extras="$(echo "$extras" | tr ' ' '\n' | grep -v '^AMX_' | tr '\n' ' ' | sed 's/ $//')"
+  extras="$extras (AMX off)"
+  native_flags="$native_flags -DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8"
+  amx_note="; AMX off (its matmul segfaults on Q4_1/Q8_0/Q4_K in b11434; POCKET_LLAMA_AMX=1 keeps it)"
+fi
 if [ -z "$extras" ]; then
   if [ ! -L "$native" ] || [ "$(readlink "$native")" != "$ref" ]; then
     [ -d "$native" ] && ! [ -L "$native" ] && rm -rf "$native"
@@ -155,9 +168,9 @@ else
   if ! have "$native" "${native_tools[@]}" || [ -L "$native" ] \
      || [ "$(cat "$native/FLAVOR" 2>/dev/null)" != "native: $extras" ]; then
     [ -L "$native" ] && rm -f "$native"
-    build "$native" "native ($extras)" "-DGGML_NATIVE=ON" "${native_tools[@]}"
+    build "$native" "native ($extras)" "$native_flags" "${native_tools[@]}"
     echo "native: $extras" > "$native/FLAVOR"
-    echo "own build: GGML_NATIVE=ON adds $extras" > "$native/NATIVE_INFO"
+    echo "own build: GGML_NATIVE=ON adds $extras$amx_note" > "$native/NATIVE_INFO"
   fi
 fi
 say "native ($native): $(cat "$native/NATIVE_INFO" 2>/dev/null || cat "$ref/NATIVE_INFO")"
