@@ -346,10 +346,11 @@ impl<'m> Engine<'m> {
 
     fn finish(&mut self, slot: usize, f: Finish) {
         if let Some(a) = self.slots[slot].take() {
-            let t = a.finish(f);
-            let mut m = self.shared.metrics.lock().unwrap();
-            m.prompt_tokens_cached += t.cache_n as u64;
-            m.requests_done += 1;
+            a.finish(f, |t| {
+                let mut m = self.shared.metrics.lock().unwrap();
+                m.prompt_tokens_cached += t.cache_n as u64;
+                m.requests_done += 1;
+            });
         }
     }
 

@@ -143,7 +143,10 @@ impl Active {
     }
 
     /// Sends what is left and the final result.
-    pub fn finish(mut self, finish: Finish) -> JobTimings {
+    /// Ends the job: the last text piece, then `Done`. `count` sees the job's timings just
+    /// before `Done` is sent, so the server's counters already hold this job when its client
+    /// reads the response (a `/metrics` request right after it counts it).
+    pub fn finish(mut self, finish: Finish, count: impl FnOnce(&JobTimings)) {
         if !matches!(finish, Finish::Word(_)) {
             if let Some((text, tokens)) = self.out.finish() {
                 self.send_piece(text, tokens);
@@ -165,7 +168,7 @@ impl Active {
             probs: std::mem::take(&mut self.probs),
             timings: self.timings,
         };
+        count(&self.timings);
         let _ = self.job.events.send(Event::Done(Box::new(done)));
-        self.timings
     }
 }
