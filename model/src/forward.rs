@@ -129,6 +129,7 @@ pub(crate) struct Sequence {
 }
 
 /// The operations of the numerics the model was loaded for, chosen once per session.
+#[allow(clippy::large_enum_variant)] // one per session: its size is irrelevant, a box is noise
 enum Ops {
     Fast(FastOps),
     Ggml(GgmlOps),

@@ -27,6 +27,7 @@ pub enum WeightError {
 }
 
 /// The Q/K/V projections: one fused packed matrix, or three.
+#[allow(clippy::large_enum_variant)] // one per layer: its size is irrelevant, a box is noise
 pub enum Qkv {
     /// `Linear::Packed` with parts `[q_dim, kv_dim, kv_dim]`.
     Fused(Linear),

@@ -106,7 +106,7 @@ fn py_json(
             let spaces = n.saturating_mul(depth);
             state.consume_fuel(spaces as u64 / 64)?;
             out.push('\n');
-            out.extend(std::iter::repeat(' ').take(spaces));
+            out.extend(std::iter::repeat_n(' ', spaces));
         }
         Ok(())
     };

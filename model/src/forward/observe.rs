@@ -19,11 +19,10 @@ pub(super) struct Observer<'p> {
 
 impl<'p> Observer<'p> {
     /// Starts a forward call of `tokens` rows.
-    pub fn new(prof: Option<&'p mut Breakdown>, tokens: usize) -> Observer<'p> {
-        let prof = prof.map(|p| {
+    pub fn new(mut prof: Option<&'p mut Breakdown>, tokens: usize) -> Observer<'p> {
+        if let Some(p) = prof.as_deref_mut() {
             p.begin(tokens);
-            p
-        });
+        }
         let trace_dir = std::env::var_os("POCKET_TRACE_DIR").map(PathBuf::from);
         Observer { prof, trace_dir }
     }

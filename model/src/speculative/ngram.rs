@@ -47,7 +47,7 @@ impl NgramSimple {
         for j in (0..pattern).rev() {
             if (0..n).all(|k| at(j + k) == at(pattern + k)) {
                 let after = (len - (j + n)).min(want);
-                if best.map_or(true, |(_, a)| after > a) {
+                if best.is_none_or(|(_, a)| after > a) {
                     best = Some((j, after));
                 }
                 if after >= want.min(n) {
