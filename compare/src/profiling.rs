@@ -63,7 +63,7 @@ impl Profile {
                 .frequency(FREQUENCY)
                 .blocklist(&["libc", "libgcc", "pthread", "vdso"])
                 .build()
-                .map_err(|e| ProfileError::Start(e))?;
+                .map_err(ProfileError::Start)?;
             Ok(Profile {
                 path: path.to_path_buf(),
                 kind,
@@ -82,11 +82,7 @@ impl Profile {
         #[cfg(unix)]
         {
             use pprof::protos::Message;
-            let report = self
-                .guard
-                .report()
-                .build()
-                .map_err(|e| ProfileError::Report(e))?;
+            let report = self.guard.report().build().map_err(ProfileError::Report)?;
             let samples: u64 = report.data.values().map(|&n| n as u64).sum();
             let err = |e: &dyn std::fmt::Display| ProfileError::Write {
                 path: self.path.clone(),

@@ -111,8 +111,8 @@ fn check_batching(m: &Model, name: &str) {
     // Continuous batching: sequence 3's prompt arrives while 0..3 decode; logits only for
     // the last prompt row and the decode rows.
     let mut s = Session::new(m, opts(4));
-    for seq in 0..3 {
-        let b = Batch::sequence(&prompts[seq], 0, seq, 0..0);
+    for (seq, prompt) in prompts.iter().enumerate().take(3) {
+        let b = Batch::sequence(prompt, 0, seq, 0..0);
         s.forward_batch(&b).unwrap();
     }
     let mut b = Batch::new();

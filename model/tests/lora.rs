@@ -100,7 +100,9 @@ fn bad_adapters_are_typed_errors() {
     .unwrap_err();
     assert!(matches!(e, LoraError::NotLora { .. }), "{e}");
 
-    let cases: [(&[(&str, [u64; 2])], fn(&LoraError) -> bool); 6] = [
+    // (the adapter's tensors as (name, shape), which error it must give)
+    type Case<'a> = (&'a [(&'a str, [u64; 2])], fn(&LoraError) -> bool);
+    let cases: [Case; 6] = [
         // lora_a for a 100-wide input: another model.
         (
             &[

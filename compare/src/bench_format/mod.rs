@@ -297,7 +297,7 @@ fn is_cpu_backend(backends: &str) -> bool {
 /// parameters given on its command line).
 fn md_columns(rows: &[BenchRow]) -> Vec<&'static str> {
     let defaults = BenchRow::cpu_defaults().values();
-    let cpu = rows.first().map_or(true, |r| is_cpu_backend(&r.backends));
+    let cpu = rows.first().is_none_or(|r| is_cpu_backend(&r.backends));
     let mut cols = vec!["model", "size", "params", "backend"];
     if !cpu {
         cols.push("n_gpu_layers");

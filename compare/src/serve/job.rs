@@ -116,7 +116,7 @@ pub struct JobTimings {
 }
 
 impl JobTimings {
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         let per_tok = |ms: f64, n: usize| if n > 0 { ms / n as f64 } else { 0.0 };
         let per_s = |ms: f64, n: usize| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };
         // As llama-server: generation rates count decode steps, and the first token is

@@ -367,7 +367,7 @@ mod tests {
             let mut out = Vec::new();
             let w = LogitsWriter::new(&mut out, 4, 10, &[1, 2, 3, 4]).unwrap();
             w.finish().unwrap();
-            out.extend(std::iter::repeat(0u8).take(2 * row_len(10)));
+            out.extend(std::iter::repeat_n(0u8, 2 * row_len(10)));
             out
         };
         assert!(LogitsReader::new(&good[..], "g", Some(good.len() as u64)).is_ok());
