@@ -82,19 +82,8 @@ fn naive(
     cols: usize,
     act: &QuantizedActivation,
 ) -> (Vec<f64>, Vec<f64>) {
-    let w: Vec<Vec<f64>> = (0..rows).map(|r| naive_row(ty, bytes, r, cols)).collect();
-    let mut y = vec![0f64; act.rows() * rows];
-    let mut mag = vec![0f64; act.rows() * rows];
-    for t in 0..act.rows() {
-        let a = act.dequant_row(t);
-        for r in 0..rows {
-            for c in 0..cols {
-                y[t * rows + r] += w[r][c] * a[c] as f64;
-                mag[t * rows + r] += (w[r][c] * a[c] as f64).abs();
-            }
-        }
-    }
-    (y, mag)
+    let acts: Vec<Vec<f32>> = (0..act.rows()).map(|t| act.dequant_row(t)).collect();
+    common::naive_product(rows, |r| naive_row(ty, bytes, r, cols), &acts)
 }
 
 fn silu(g: f64) -> f64 {

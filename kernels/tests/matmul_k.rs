@@ -75,19 +75,13 @@ fn naive(
             }
         })
         .collect();
-    let mut y = vec![0f64; act.rows() * rows];
-    let mut mag = vec![0f64; act.rows() * rows];
-    for r in 0..rows {
-        let w = naive_row(ty, bytes, r, cols);
-        for (t, a) in acts.iter().enumerate() {
-            for c in 0..cols {
-                let p = w[c] as f64 * a[c] as f64;
-                y[t * rows + r] += p;
-                mag[t * rows + r] += p.abs();
-            }
-        }
-    }
-    (y, mag)
+    let w_row = |r| {
+        naive_row(ty, bytes, r, cols)
+            .into_iter()
+            .map(f64::from)
+            .collect()
+    };
+    common::naive_product(rows, w_row, &acts)
 }
 
 fn cols_for(ty: GgmlType, units: usize) -> usize {

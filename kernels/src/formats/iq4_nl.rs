@@ -65,15 +65,13 @@ mod tests {
         let mut b = BlockIq4Nl::zeroed();
         b.d = f16::from_f32(0.5);
         b.qs[4] = 0xF8;
-        let mut y = [0.0; 32];
-        dequantize_row(&[b], &mut y);
+        let y = IQ4_NL.dequantize(&[b]);
         assert_eq!((y[4], y[20], y[0]), (0.5, 56.5, -63.5));
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
         let fix = |b: &mut BlockIq4Nl, r: &mut Rng| b.d = r.scale_f16();
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(19), 40, &IQ4_NL, fix, &Q8_0);
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
+        assert_vec_dot_twin(Rng::new(19), 40, &IQ4_NL, fix, &Q8_0, vec_dot, None);
     }
 }

@@ -88,8 +88,7 @@ mod tests {
         b.scales_l = [0x00, 0x00, 0x00, 0x50]; // sub-block 7: low bits 5
         b.scales_h = 0b10 << 14; // sub-block 7: high bits 2 -> ls = 37, scale 5
         b.qs[16 * 7 + 3] = 0x9F; // element 227: level 113; element 243: level 13
-        let mut y = [0.0; QK_K];
-        dequantize_row(&[b], &mut y);
+        let y = IQ4_XS.dequantize(&[b]);
         assert_eq!(y[227], 0.5 * 5.0 * 113.0);
         assert_eq!(y[243], 0.5 * 5.0 * 13.0);
         assert_eq!(y[0], 0.5 * -32.0 * -127.0);
@@ -98,7 +97,6 @@ mod tests {
     #[test]
     fn vec_dot_matches_dequantized_dot() {
         let fix = |b: &mut BlockIq4Xs, r: &mut Rng| b.d = r.scale_f16();
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(20), 8, &IQ4_XS, fix, &Q8_K);
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
+        assert_vec_dot_twin(Rng::new(20), 8, &IQ4_XS, fix, &Q8_K, vec_dot, None);
     }
 }

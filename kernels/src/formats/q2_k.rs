@@ -85,8 +85,7 @@ mod tests {
         b.scales[11] = 0x37; // sub-block 11 = elements 176..192: scale 7, min 3
         b.qs[32 + 16] = 0b11 << 2; // second half, j = 1, l = 16: element 176, code 3
         b.qs[32 + 17] = 0b10 << 4; // second half, j = 2, l = 17: element 209, code 2
-        let mut y = [0.0; QK_K];
-        dequantize_row(&[b], &mut y);
+        let y = Q2_K.dequantize(&[b]);
         assert_eq!(y[176], 0.5 * 7.0 * 3.0 - 0.25 * 3.0);
         assert_eq!(y[177], -0.25 * 3.0);
         assert_eq!(y[209], 0.0); // sub-block 13 has scale 0
@@ -94,11 +93,7 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let fix = |b: &mut BlockQ2K, r: &mut Rng| {
-            b.d = r.scale_f16();
-            b.dmin = r.scale_f16();
-        };
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(17), 8, &Q2_K, fix, &Q8_K);
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
+        let fix = |b: &mut BlockQ2K, r: &mut Rng| (b.d, b.dmin) = (r.scale_f16(), r.scale_f16());
+        assert_vec_dot_twin(Rng::new(17), 8, &Q2_K, fix, &Q8_K, vec_dot, None);
     }
 }

@@ -115,8 +115,7 @@ mod tests {
         ];
         b.qs[32 + 7] = 0b01 << 6; // h = 1, j = 3, l = 7: element 231, low bits 1
         b.hmask[7] = 1 << 7; // ... and its high bit set: code 1
-        let mut y = [0.0; QK_K];
-        dequantize_row(&[b], &mut y);
+        let y = Q3_K.dequantize(&[b]);
         assert_eq!(y[231], 0.5 * 2.0 * 1.0);
         assert_eq!(y[0], 0.5 * 2.0 * -4.0);
     }
@@ -124,7 +123,6 @@ mod tests {
     #[test]
     fn vec_dot_matches_dequantized_dot() {
         let fix = |b: &mut BlockQ3K, r: &mut Rng| b.d = r.scale_f16();
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(18), 8, &Q3_K, fix, &Q8_K);
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
+        assert_vec_dot_twin(Rng::new(18), 8, &Q3_K, fix, &Q8_K, vec_dot, None);
     }
 }

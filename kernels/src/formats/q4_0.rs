@@ -91,8 +91,7 @@ mod tests {
         b.d = f16::from_f32(0.5);
         b.qs[0] = 0xF0; // element 0 -> nibble 0, element 16 -> nibble 15
         b.qs[15] = 0x19;
-        let mut y = [0.0; 32];
-        dequantize_row(&[b], &mut y);
+        let y = Q4_0.dequantize(&[b]);
         assert_eq!(
             (y[0], y[16], y[15], y[31], y[1]),
             (-4.0, 3.5, 0.5, -3.5, -4.0)
@@ -107,13 +106,14 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let (w, a, wf, af) = random_dot_operands(
-            &mut Rng::new(2),
+        assert_vec_dot_twin(
+            Rng::new(2),
             40,
             &Q4_0,
             |b, r| b.d = r.scale_f16(),
             &Q8_0,
+            vec_dot,
+            None,
         );
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 }

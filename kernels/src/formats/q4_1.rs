@@ -93,8 +93,7 @@ mod tests {
         b.d = f16::from_f32(0.25);
         b.m = f16::from_f32(-1.0);
         b.qs[3] = 0x4F;
-        let mut y = [0.0; 32];
-        dequantize_row(&[b], &mut y);
+        let y = Q4_1.dequantize(&[b]);
         assert_eq!((y[3], y[19], y[0]), (2.75, 0.0, -1.0));
     }
 
@@ -113,12 +112,7 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let fix = |b: &mut BlockQ4_1, r: &mut Rng| {
-            b.d = r.scale_f16();
-            b.m = r.scale_f16();
-        };
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(7), 40, &Q4_1, fix, &Q8_1);
-        let m: Vec<f32> = w.iter().map(|b| b.m.to_f32()).collect();
-        assert_min_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, &m, 1e-3);
+        let fix = |b: &mut BlockQ4_1, r: &mut Rng| (b.d, b.m) = (r.scale_f16(), r.scale_f16());
+        assert_vec_dot_twin(Rng::new(7), 40, &Q4_1, fix, &Q8_1, vec_dot, Some(|b| b.m));
     }
 }

@@ -88,8 +88,7 @@ mod tests {
         lm[5] = 33;
         b.scales = pack_scale_min_k4(&ls, &lm);
         b.qs[64 + 3] = 0x70; // element 5*32 + 3 has code 7
-        let mut y = [0.0; QK_K];
-        dequantize_row(&[b], &mut y);
+        let y = Q4_K.dequantize(&[b]);
         assert_eq!(y[163], 0.5 * 40.0 * 7.0 - 0.25 * 33.0);
         assert_eq!(y[160], -0.25 * 33.0);
         assert_eq!(y[131], 0.0);
@@ -105,11 +104,7 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let fix = |b: &mut BlockQ4K, r: &mut Rng| {
-            b.d = r.scale_f16();
-            b.dmin = r.scale_f16();
-        };
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(12), 8, &Q4_K, fix, &Q8_K);
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
+        let fix = |b: &mut BlockQ4K, r: &mut Rng| (b.d, b.dmin) = (r.scale_f16(), r.scale_f16());
+        assert_vec_dot_twin(Rng::new(12), 8, &Q4_K, fix, &Q8_K, vec_dot, None);
     }
 }

@@ -102,8 +102,7 @@ mod tests {
         b.d = f16::from_f32(1.0);
         b.qs[2] = 0x31; // element 2: low 1, element 18: low 3
         b.qh = (1u32 << 2 | 1u32 << 31).to_le_bytes(); // 5th bit of elements 2 and 31
-        let mut y = [0.0; 32];
-        dequantize_row(&[b], &mut y);
+        let y = Q5_0.dequantize(&[b]);
         assert_eq!((y[2], y[18], y[31], y[0]), (1.0, -13.0, 0.0, -16.0));
     }
 
@@ -122,13 +121,14 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let (w, a, wf, af) = random_dot_operands(
-            &mut Rng::new(9),
+        assert_vec_dot_twin(
+            Rng::new(9),
             40,
             &Q5_0,
             |b, r| b.d = r.scale_f16(),
             &Q8_0,
+            vec_dot,
+            None,
         );
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
     }
 }

@@ -81,19 +81,13 @@ mod tests {
         b.m = f16::from_f32(2.0);
         b.qs[0] = 0xF2;
         b.qh = (1u32 << 16).to_le_bytes(); // 5th bit of element 16
-        let mut y = [0.0; 32];
-        dequantize_row(&[b], &mut y);
+        let y = Q5_1.dequantize(&[b]);
         assert_eq!((y[0], y[16], y[1]), (3.0, 17.5, 2.0));
     }
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let fix = |b: &mut BlockQ5_1, r: &mut Rng| {
-            b.d = r.scale_f16();
-            b.m = r.scale_f16();
-        };
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(10), 40, &Q5_1, fix, &Q8_1);
-        let m: Vec<f32> = w.iter().map(|b| b.m.to_f32()).collect();
-        assert_min_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, &m, 1e-3);
+        let fix = |b: &mut BlockQ5_1, r: &mut Rng| (b.d, b.m) = (r.scale_f16(), r.scale_f16());
+        assert_vec_dot_twin(Rng::new(10), 40, &Q5_1, fix, &Q8_1, vec_dot, Some(|b| b.m));
     }
 }

@@ -85,8 +85,7 @@ mod tests {
         b.scales = pack_scale_min_k4(&[2; 8], &[3; 8]);
         b.qs[96 + 4] = 0x05; // sub-block 6 (low nibbles of group 3), element 196
         b.qh[4] = 1 << 6 | 1 << 7; // 5th bits of sub-blocks 6 and 7 at l = 4
-        let mut y = [0.0; QK_K];
-        dequantize_row(&[b], &mut y);
+        let y = Q5_K.dequantize(&[b]);
         assert_eq!(y[196], 2.0 * 21.0 - 3.0);
         assert_eq!(y[228], 2.0 * 16.0 - 3.0);
         assert_eq!(y[4], -3.0);
@@ -100,11 +99,7 @@ mod tests {
 
     #[test]
     fn vec_dot_matches_dequantized_dot() {
-        let fix = |b: &mut BlockQ5K, r: &mut Rng| {
-            b.d = r.scale_f16();
-            b.dmin = r.scale_f16();
-        };
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(14), 8, &Q5_K, fix, &Q8_K);
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
+        let fix = |b: &mut BlockQ5K, r: &mut Rng| (b.d, b.dmin) = (r.scale_f16(), r.scale_f16());
+        assert_vec_dot_twin(Rng::new(14), 8, &Q5_K, fix, &Q8_K, vec_dot, None);
     }
 }

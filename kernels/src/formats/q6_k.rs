@@ -134,8 +134,7 @@ mod tests {
                            // ql[64 + 32 + 5], bits 6-7 of qh[32 + 5]
         b.ql[101] = 0x90;
         b.qh[37] = 0b10 << 6;
-        let mut y = [0.0; QK_K];
-        dequantize_row(&[b], &mut y);
+        let y = Q6_K.dequantize(&[b]);
         assert_eq!(y[229], 0.5 * -3.0 * (9.0 + 32.0 - 32.0));
         assert_eq!(y[0], 0.5 * 2.0 * -32.0);
     }
@@ -154,7 +153,6 @@ mod tests {
     #[test]
     fn vec_dot_matches_dequantized_dot() {
         let fix = |b: &mut BlockQ6K, r: &mut Rng| b.d = r.scale_f16();
-        let (w, a, wf, af) = random_dot_operands(&mut Rng::new(16), 8, &Q6_K, fix, &Q8_K);
-        assert_dot_matches_dequantized(vec_dot(&w, &a), &wf, &af, 1e-5);
+        assert_vec_dot_twin(Rng::new(16), 8, &Q6_K, fix, &Q8_K, vec_dot, None);
     }
 }

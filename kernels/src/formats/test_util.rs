@@ -244,6 +244,30 @@ pub fn random_dot_operands<W: Pod, A: Pod>(
     (wq, aq, wf, af)
 }
 
+/// The `vec_dot` twin test of a format: `vec_dot` on [`random_dot_operands`] (seeded by
+/// `rng`) matches the f64 dot of the decoded operands within `1e-5` of `Σ|w·a|`; for the
+/// formats with a min (`min`: a block's `m`), as [`assert_min_dot_matches_dequantized`]
+/// bounds it (`1e-3`).
+pub fn assert_vec_dot_twin<W: Pod, A: Pod>(
+    mut rng: Rng,
+    nb: usize,
+    w: &Codec<W>,
+    fix: impl Fn(&mut W, &mut Rng),
+    a: &Codec<A>,
+    vec_dot: fn(&[W], &[A]) -> f32,
+    min: Option<fn(&W) -> half::f16>,
+) {
+    let (wq, aq, wf, af) = random_dot_operands(&mut rng, nb, w, fix, a);
+    let got = vec_dot(&wq, &aq);
+    match min {
+        None => assert_dot_matches_dequantized(got, &wf, &af, 1e-5),
+        Some(min) => {
+            let m: Vec<f32> = wq.iter().map(|b| min(b).to_f32()).collect();
+            assert_min_dot_matches_dequantized(got, &wf, &af, &m, 1e-3);
+        }
+    }
+}
+
 /// [`assert_dot_matches_dequantized`] for the formats with a min (Q4_1, Q5_1): their
 /// `vec_dot` applies the block min `m[b]` through the activation's `s`, which is `d·Σq`
 /// rounded to fp16, so the min term carries a 2^-11 relative error and the bound counts

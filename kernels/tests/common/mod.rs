@@ -43,6 +43,29 @@ pub fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
     x
 }
 
+/// The naive [tokens x rows] product `y[t·rows + r] = Σ_c w_r[c]·a_t[c]` in f64 and the
+/// matching `Σ|w·a|` magnitudes (for tolerances): `w_row(r)` is row r's decoded weights,
+/// `acts[t]` token t's decoded activation.
+pub fn naive_product(
+    rows: usize,
+    w_row: impl Fn(usize) -> Vec<f64>,
+    acts: &[Vec<f32>],
+) -> (Vec<f64>, Vec<f64>) {
+    let mut y = vec![0f64; acts.len() * rows];
+    let mut mag = vec![0f64; acts.len() * rows];
+    for r in 0..rows {
+        let w = w_row(r);
+        for (t, a) in acts.iter().enumerate() {
+            for (wc, &ac) in w.iter().zip(a) {
+                let p = wc * ac as f64;
+                y[t * rows + r] += p;
+                mag[t * rows + r] += p.abs();
+            }
+        }
+    }
+    (y, mag)
+}
+
 /// The int16-saturation check of `extreme_codes_do_not_saturate`: `w` (`rows x cols`,
 /// packed from blocks of the extreme code byte `code`) against two activation rows, all
 /// `sign` then `-sign·(i % 3)` (so ±127 codes), for both signs, on every available ISA,

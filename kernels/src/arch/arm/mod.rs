@@ -62,7 +62,7 @@ pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
 
-pub(crate) use super::{act_ptrs, per_token};
+pub(crate) use super::TileRows;
 use cores::{Codes, Sums};
 
 use crate::matmul::driver::{self, Chunk, Job, Kernels};
@@ -161,6 +161,27 @@ pub unsafe fn smmla(acc: int32x4_t, w: int8x16_t, a: int8x16_t) -> int32x4_t {
     asm!("smmla {acc:v}.4s, {w:v}.16b, {a:v}.16b", acc = inout(vreg) acc, w = in(vreg) w,
          a = in(vreg) a, options(pure, nomem, nostack, preserves_flags));
     acc
+}
+
+/// Adds block `b`'s `(dw·da)·i` to each token's 8 rows (`i`: the exact int32 block sums):
+/// the one FMA per block of every tile, in the scalar reference's order.
+///
+/// # Safety
+/// NEON available; `b < r.nb`.
+#[inline(always)]
+pub unsafe fn scale_add<const N: usize>(
+    acc: &mut [F32x8; N],
+    dw: F32x8,
+    r: &TileRows<N>,
+    b: usize,
+    i: &[I32x8; N],
+) {
+    for t in 0..N {
+        for h in 0..2 {
+            let i = vcvtq_f32_s32(i[t][h]);
+            acc[t][h] = vfmaq_f32(acc[t][h], vmulq_n_f32(dw[h], r.ad[t][b]), i);
+        }
+    }
 }
 
 /// Widens 8 fp16 (raw bits at `p`) to f32 with `fcvtl` / `fcvtl2` (base ARMv8 FP).
@@ -279,15 +300,17 @@ unsafe fn tile<C: Core, const N: usize>(
     t: usize,
 ) -> [F32x8; N] {
     let (q, s) = (w.panel_quants(p), w.panel_scales(p));
+    // F16 reads the f32 rows; the quantized layouts their codes and scales.
+    let rows = || TileRows::new(act, t);
     match layout {
-        Layout::Q4_0 => q4_0::tile::<C, N>(q, s, act, t),
-        Layout::Q4_1 => q4_1::tile::<C, N>(q, s, act, t),
-        Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, act, t),
-        Layout::Q8_0 => q8_0::tile::<C, N>(q, s, act, t),
-        Layout::Q4_K => q4_k::tile::<C, N>(q, s, act, t),
-        Layout::Q5_K => q5_k::tile::<C, N>(q, s, act, t),
-        Layout::Q6_K => q6_k::tile::<C, N>(q, s, act, t),
-        Layout::Q5_0 => q5_0::tile::<C, N>(q, s, act, t),
+        Layout::Q4_0 => q4_0::tile::<C, N>(q, s, rows()),
+        Layout::Q4_1 => q4_1::tile::<C, N>(q, s, rows()),
+        Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, rows()),
+        Layout::Q8_0 => q8_0::tile::<C, N>(q, s, rows()),
+        Layout::Q4_K => q4_k::tile::<C, N>(q, s, rows()),
+        Layout::Q5_K => q5_k::tile::<C, N>(q, s, rows()),
+        Layout::Q6_K => q6_k::tile::<C, N>(q, s, rows()),
+        Layout::Q5_0 => q5_0::tile::<C, N>(q, s, rows()),
         Layout::F16 => f16::tile::<N>(q, act, t),
     }
 }

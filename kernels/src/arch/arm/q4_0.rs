@@ -7,8 +7,8 @@
 //! (exact in int32), as the scalar reference does.
 
 use super::cores::Codes;
-use super::{act_ptrs, f16x8, per_token, Core, F32x8};
-use crate::matmul::{QuantizedActivation, QK};
+use super::{f16x8, scale_add, Core, F32x8, TileRows};
+use crate::matmul::QuantizedActivation;
 use std::arch::aarch64::*;
 
 /// Q4 nibble records (Q4_0, Q4_1, Q4_1x64, Q4_K): `and #0x0F` / `ushr #4`, unsigned.
@@ -50,50 +50,40 @@ impl Codes for Q4 {
 ///
 /// # Safety
 /// The CPU supports `C`'s level. (Lengths are checked: `q` must hold `blocks·128` bytes,
-/// `s` `blocks·8` scales, `act` rows `t0..t0+N`.)
+/// `s` `blocks·8` scales.)
 #[inline(always)]
-pub unsafe fn tile<C: Core, const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [F32x8; N] {
-    tile_offset::<C, Q4, N, 1>(q, s, act, t0, 128)
+pub unsafe fn tile<C: Core, const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [F32x8; N] {
+    tile_offset::<C, Q4, N, 1>(q, s, r, 128)
 }
 
-/// The tile of a symmetric format whose unsigned codes `K` carry an offset `8·Z8`
-/// (Q4_0: 8, Q5_0: 16) over `rec`-byte records: `acc += (dw·da) · (Σqa − 8·Z8·Σa)` per
-/// block, the offset folded in exactly in int32 through the activation's `8·Σa`.
+/// The tile of a symmetric format whose codes `K` carry an offset `8·Z8` (Q4_0: 8, Q5_0:
+/// 16, unsigned codes; Q8_0: none, signed codes) over `rec`-byte records:
+/// `acc += (dw·da) · (Σqa − 8·Z8·Σa)` per block, the offset folded in exactly in int32
+/// through the activation's `8·Σa`.
 ///
 /// # Safety
 /// The CPU supports `C`'s level. (Lengths are checked: `q` must hold `blocks·rec` bytes,
-/// `s` `blocks·8` scales, `act` rows `t0..t0+N`.)
+/// `s` `blocks·8` scales.)
 #[inline(always)]
 pub(super) unsafe fn tile_offset<C: Core, K: Codes, const N: usize, const Z8: i32>(
     q: &[u8],
     s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
+    mut r: TileRows<N>,
     rec: usize,
 ) -> [F32x8; N] {
-    let nb = act.blocks();
-    assert!(q.len() >= nb * rec && s.len() >= nb * 8 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
-    let asum = per_token::<i32, N>(act, t0, nb, QuantizedActivation::row_sum8);
+    let nb = r.nb;
+    assert!(q.len() >= nb * rec && s.len() >= nb * 8);
+    let asum = r.per_token(QuantizedActivation::row_sum8);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
         // b < nb: block b's record, 8 scales and each row's 32 codes are in bounds.
-        let sums = C::sums::<K, N, false>(q.as_ptr().add(b * rec), &ap)[0];
-        let dw = f16x8(s.as_ptr().add(b * 8));
-        for t in 0..N {
+        let sums = C::sums::<K, N, false>(q.as_ptr().add(b * rec), &r.ap)[0];
+        let i = std::array::from_fn(|t| {
             let off = vdupq_n_s32(Z8 * asum[t][b]);
-            for h in 0..2 {
-                let i = vcvtq_f32_s32(vsubq_s32(sums[t][h], off));
-                acc[t][h] = vfmaq_f32(acc[t][h], vmulq_n_f32(dw[h], ad[t][b]), i);
-            }
-            ap[t] = ap[t].add(QK);
-        }
+            sums[t].map(|s| vsubq_s32(s, off))
+        });
+        scale_add(&mut acc, f16x8(s.as_ptr().add(b * 8)), &r, b, &i);
+        r.advance();
     }
     acc
 }

@@ -4,7 +4,7 @@
 //! of the scalar reference.
 
 use super::q4_0::Q4;
-use super::{act_ptrs, f16x8, per_token, Core, F32x8};
+use super::{f16x8, scale_add, Core, F32x8, TileRows};
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::aarch64::*;
 
@@ -13,31 +13,22 @@ use std::arch::aarch64::*;
 /// # Safety
 /// The CPU supports `C`'s level. (Lengths are checked.)
 #[inline(always)]
-pub unsafe fn tile<C: Core, const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [F32x8; N] {
-    let nb = act.blocks();
-    assert!(q.len() >= nb * 128 && s.len() >= nb * 16 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
-    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
+pub unsafe fn tile<C: Core, const N: usize>(q: &[u8], s: &[u16], mut r: TileRows<N>) -> [F32x8; N] {
+    let nb = r.nb;
+    assert!(q.len() >= nb * 128 && s.len() >= nb * 16);
+    let ads = r.per_token(QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for b in 0..nb {
         // b < nb: block b's codes, scales and activations are in bounds (checked above).
-        let sums = C::sums::<Q4, N, false>(q.as_ptr().add(b * 128), &ap)[0];
-        let dw = f16x8(s.as_ptr().add(b * 16));
+        let sums = C::sums::<Q4, N, false>(q.as_ptr().add(b * 128), &r.ap)[0];
+        scale_add(&mut acc, f16x8(s.as_ptr().add(b * 16)), &r, b, &sums);
         let mw = f16x8(s.as_ptr().add(b * 16 + 8));
         for t in 0..N {
             for h in 0..2 {
-                let i = vcvtq_f32_s32(sums[t][h]);
-                acc[t][h] = vfmaq_f32(acc[t][h], vmulq_n_f32(dw[h], ad[t][b]), i);
                 acc[t][h] = vfmaq_n_f32(acc[t][h], mw[h], ads[t][b]);
             }
-            ap[t] = ap[t].add(QK);
         }
+        r.advance();
     }
     acc
 }
@@ -47,18 +38,11 @@ pub unsafe fn tile<C: Core, const N: usize>(
 /// # Safety
 /// The CPU supports `C`'s level. (Lengths are checked; the block count is even.)
 #[inline(always)]
-pub unsafe fn tile_x64<C: Core, const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [F32x8; N] {
-    let nb = act.blocks();
+pub unsafe fn tile_x64<C: Core, const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [F32x8; N] {
+    let TileRows { nb, mut ap, ad, .. } = r;
     let ng = nb / 2;
-    assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
-    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
+    assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16);
+    let ads = r.per_token(QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for g in 0..ng {
         let (b0, b1) = (2 * g, 2 * g + 1);

@@ -7,8 +7,8 @@
 
 use super::cores::Codes;
 use super::q4_0::Q4;
-use super::{act_ptrs, f16x8, per_token, Core, F32x8};
-use crate::matmul::{Layout, QuantizedActivation, QK};
+use super::{f16x8, scale_add, Core, F32x8, TileRows};
+use crate::matmul::{Layout, QuantizedActivation};
 use std::arch::aarch64::*;
 
 /// The 8 row outputs of one Q4_K panel for activation rows `t0..t0+N`.
@@ -16,13 +16,8 @@ use std::arch::aarch64::*;
 /// # Safety
 /// The CPU supports `C`'s level. (Lengths are checked.)
 #[inline(always)]
-pub unsafe fn tile<C: Core, const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [F32x8; N] {
-    tile_with::<C, Q4, N>(q, s, act, t0, Layout::Q4_K)
+pub unsafe fn tile<C: Core, const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [F32x8; N] {
+    tile_with::<C, Q4, N>(q, s, r, Layout::Q4_K)
 }
 
 /// Widens 8 `u8` (one per row) at `p` to `[rows 0-3, rows 4-7]` as int32.
@@ -47,18 +42,12 @@ unsafe fn u8x8_to_i32(p: *const u8) -> [int32x4_t; 2] {
 pub unsafe fn tile_with<C: Core, K: Codes, const N: usize>(
     q: &[u8],
     s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
+    mut r: TileRows<N>,
     layout: Layout,
 ) -> [F32x8; N] {
-    let nb = act.blocks();
-    let ng = nb / 8;
     let qb = layout.quant_bytes_per_block();
-    let spg = layout.scales_per_group();
-    assert!(nb % 8 == 0 && q.len() >= nb * qb && s.len() >= ng * spg && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
-    let ads = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_ds);
+    let (ng, spg) = r.k_groups(layout, q, qb, s);
+    let ads = r.per_token(QuantizedActivation::row_ds);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for g in 0..ng {
         // g < ng: the 160 bytes of group g ([d; 8], [dmin; 8], sc[8][8], m[8][8]) are in
@@ -75,16 +64,16 @@ pub unsafe fn tile_with<C: Core, K: Codes, const N: usize>(
                 vmulq_f32(dmin[1], vcvtq_f32_s32(m[1])),
             ];
             // b < nb: block b's record and each row's 32 activation codes are in bounds.
-            let sums = C::sums::<K, N, false>(q.as_ptr().add(b * qb), &ap)[0];
+            let sums = C::sums::<K, N, false>(q.as_ptr().add(b * qb), &r.ap)[0];
+            let i = sums.map(|s| [vmulq_s32(s[0], sc[0]), vmulq_s32(s[1], sc[1])]);
+            scale_add(&mut acc, dw, &r, b, &i);
             for t in 0..N {
                 let da = vdupq_n_f32(ads[t][b]);
                 for h in 0..2 {
-                    let i = vcvtq_f32_s32(vmulq_s32(sums[t][h], sc[h]));
-                    acc[t][h] = vfmaq_f32(acc[t][h], vmulq_n_f32(dw[h], ad[t][b]), i);
                     acc[t][h] = vfmsq_f32(acc[t][h], dm[h], da);
                 }
-                ap[t] = ap[t].add(QK);
             }
+            r.advance();
         }
     }
     acc

@@ -7,8 +7,7 @@
 
 use super::cores::Codes;
 use super::q4_0::tile_offset;
-use super::{Core, F32x8};
-use crate::matmul::QuantizedActivation;
+use super::{Core, F32x8, TileRows};
 use std::arch::aarch64::*;
 
 /// Q5_0 / Q5_K records.
@@ -38,12 +37,7 @@ impl Codes for Q5 {
 /// # Safety
 /// The CPU supports `C`'s level. (Lengths are checked.)
 #[inline(always)]
-pub unsafe fn tile<C: Core, const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [F32x8; N] {
+pub unsafe fn tile<C: Core, const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [F32x8; N] {
     // 16·Σa = 2·(8·Σa).
-    tile_offset::<C, Q5, N, 2>(q, s, act, t0, 160)
+    tile_offset::<C, Q5, N, 2>(q, s, r, 160)
 }

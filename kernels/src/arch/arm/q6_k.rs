@@ -8,8 +8,8 @@
 //! with the activation's half-block sums; one FMA per block for 4 rows.
 
 use super::cores::Codes;
-use super::{act_ptrs, f16x8, per_token, Core, F32x8};
-use crate::matmul::{Layout, QuantizedActivation, QK};
+use super::{f16x8, scale_add, Core, F32x8, TileRows};
+use crate::matmul::{Layout, QuantizedActivation};
 use std::arch::aarch64::*;
 
 /// Q6_K records.
@@ -39,19 +39,9 @@ impl Codes for Q6 {
 /// # Safety
 /// The CPU supports `C`'s level. (Lengths are checked.)
 #[inline(always)]
-pub unsafe fn tile<C: Core, const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [F32x8; N] {
-    let nb = act.blocks();
-    let ng = nb / 8;
-    let spg = Layout::Q6_K.scales_per_group();
-    assert!(nb % 8 == 0 && q.len() >= nb * 192 && s.len() >= ng * spg && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<f32, N>(act, t0, nb, QuantizedActivation::row_d);
-    let s16 = per_token::<i32, N>(act, t0, nb, QuantizedActivation::row_sum16);
+pub unsafe fn tile<C: Core, const N: usize>(q: &[u8], s: &[u16], mut r: TileRows<N>) -> [F32x8; N] {
+    let (ng, spg) = r.k_groups(Layout::Q6_K, q, 192, s);
+    let s16 = r.per_token(QuantizedActivation::row_sum16);
     let mut acc = [[vdupq_n_f32(0.0); 2]; N];
     for g in 0..ng {
         // g < ng: the 144 bytes of group g ([d; 8], then per block 8 x (sc_lo, sc_hi)) are
@@ -67,17 +57,18 @@ pub unsafe fn tile<C: Core, const N: usize>(
             let sclo = [vmovl_s16(vget_low_s16(lo16)), vmovl_high_s16(lo16)];
             let schi = [vmovl_s16(vget_low_s16(hi16)), vmovl_high_s16(hi16)];
             // b < nb: block b's 192 record bytes and each row's 32 codes are in bounds.
-            let [lo, hi] = C::sums::<Q6, N, true>(q.as_ptr().add(b * 192), &ap);
-            for t in 0..N {
+            let [lo, hi] = C::sums::<Q6, N, true>(q.as_ptr().add(b * 192), &r.ap);
+            // Minus 32·(sc_lo·S_lo + sc_hi·S_hi): the `-32` offset of the codes.
+            let i = std::array::from_fn(|t| {
                 let (alo, ahi) = (s16[t][b] as i16 as i32, (s16[t][b] >> 16) as i16 as i32);
-                for h in 0..2 {
+                std::array::from_fn(|h| {
                     let off = vmlaq_n_s32(vmulq_n_s32(sclo[h], alo), schi[h], ahi);
                     let i = vmlaq_s32(vmulq_s32(lo[t][h], sclo[h]), hi[t][h], schi[h]);
-                    let i = vcvtq_f32_s32(vsubq_s32(i, vshlq_n_s32::<5>(off)));
-                    acc[t][h] = vfmaq_f32(acc[t][h], vmulq_n_f32(dw[h], ad[t][b]), i);
-                }
-                ap[t] = ap[t].add(QK);
-            }
+                    vsubq_s32(i, vshlq_n_s32::<5>(off))
+                })
+            });
+            scale_add(&mut acc, dw, &r, b, &i);
+            r.advance();
         }
     }
     acc

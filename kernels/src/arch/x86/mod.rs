@@ -20,6 +20,9 @@
 // Kernels index several per-token arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
 
+#[macro_use]
+mod step4;
+
 pub mod act;
 pub mod attention;
 pub mod f16;
@@ -34,6 +37,7 @@ pub mod q6_k;
 pub mod q8_0;
 pub mod vnni;
 
+use crate::arch::TileRows;
 use crate::matmul::driver::{self, Chunk, Job, Kernels};
 use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
 pub use ops::Simd;
@@ -215,6 +219,64 @@ unsafe fn tile_il_sym<const N: usize>(
     acc
 }
 
+/// Adds block `b`'s `(dw·da)·i` to each token's 8 rows: the one FMA per block of every
+/// row-pointer tile, in the scalar reference's order.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C; `b < r.nb`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn scale_add<const N: usize>(
+    acc: &mut [__m256; N],
+    dw: __m256,
+    r: &TileRows<N>,
+    b: usize,
+    i: &[__m256i; N],
+) {
+    for t in 0..N {
+        let sc = _mm256_mul_ps(dw, _mm256_set1_ps(r.ad[t][b]));
+        acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i[t]), acc[t]);
+    }
+}
+
+/// The block loop of the symmetric row-pointer tiles (Q4_0, Q5_0, Q8_0), which differ only
+/// in their integer core, as [`tile_il_sym`] is for the interleaved ones. Per block `b`
+/// (`qb` code bytes and 8 fp16 scales of the panel), `isum(b, qp, ap)` returns each
+/// token's exact int32 `Σ w·a` for the 8 rows (`qp`: the block's codes, `ap[t]`: row t's
+/// 32 codes of the block), and [`scale_add`] applies `dw·da`. gemv (N = 1) streams the
+/// weights from DRAM: it prefetches `lines` cache lines ahead of the math.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C; `isum` reads no more than the `qb` bytes at `qp` and the
+/// 32 at each `ap[t]`. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn tile_sym<const N: usize>(
+    q: &[u8],
+    s: &[u16],
+    mut r: TileRows<N>,
+    (qb, lines): (usize, usize),
+    isum: impl Fn(usize, *const u8, &[*const i8; N]) -> [__m256i; N],
+) -> [__m256; N] {
+    assert!(q.len() >= r.nb * qb && s.len() >= r.nb * 8);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for b in 0..r.nb {
+        let qp = q.as_ptr().wrapping_add(b * qb);
+        if N == 1 {
+            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
+            unsafe { prefetch_ahead(qp, lines) };
+        }
+        let i = isum(b, qp, &r.ap);
+        // SAFETY: b < nb: block b's 8 scales are within `s` (checked above).
+        unsafe {
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 8) as *const __m128i));
+            scale_add(&mut acc, dw, &r, b, &i);
+        }
+        r.advance();
+    }
+    acc
+}
+
 /// Whether `layout` has gemm tiles on interleaved activations ([`interleave`]).
 pub(crate) const fn has_il(layout: Layout) -> bool {
     matches!(
@@ -329,17 +391,19 @@ pub(crate) unsafe fn tile<const N: usize>(
         },
         Src::Rows(act, t) => (act, t),
     };
+    // F16 reads the f32 rows; the quantized layouts their codes and scales.
+    let rows = || TileRows::new(act, t);
     // SAFETY: CPU features as required by this function's contract.
     unsafe {
         match layout {
-            Layout::Q4_0 => q4_0::tile::<N>(q, s, act, t),
-            Layout::Q4_1 => q4_1::tile::<N>(q, s, act, t),
-            Layout::Q4_1x64 => q4_1::tile_x64::<N>(q, s, act, t),
-            Layout::Q8_0 => q8_0::tile::<N>(q, s, act, t),
-            Layout::Q4_K => q4_k::tile::<N>(q, s, act, t),
-            Layout::Q6_K => q6_k::tile::<N>(q, s, act, t),
-            Layout::Q5_0 => q5_0::tile::<N>(q, s, act, t),
-            Layout::Q5_K => q5_k::tile::<N>(q, s, act, t),
+            Layout::Q4_0 => q4_0::tile::<N>(q, s, rows()),
+            Layout::Q4_1 => q4_1::tile::<N>(q, s, rows()),
+            Layout::Q4_1x64 => q4_1::tile_x64::<N>(q, s, rows()),
+            Layout::Q8_0 => q8_0::tile::<N>(q, s, rows()),
+            Layout::Q4_K => q4_k::tile::<N>(q, s, rows()),
+            Layout::Q6_K => q6_k::tile::<N>(q, s, rows()),
+            Layout::Q5_0 => q5_0::tile::<N>(q, s, rows()),
+            Layout::Q5_K => q5_k::tile::<N>(q, s, rows()),
             Layout::F16 => f16::tile::<N>(q, act, t),
         }
     }

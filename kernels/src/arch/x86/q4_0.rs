@@ -6,8 +6,8 @@
 //! are accumulated in int16 and widened once with `madd(·, 1)`. Q4_0's `-8` offset is
 //! folded in exactly as `Σwq - 8·Σq` in int32.
 
-use crate::arch::{act_ptrs, per_token};
-use crate::matmul::{QuantizedActivation, QK};
+use crate::arch::TileRows;
+use crate::matmul::QuantizedActivation;
 use std::arch::x86_64::*;
 
 /// `Σ nibble·q` per row (int32 lanes) of one packed Q4 block for N tokens.
@@ -67,44 +67,20 @@ pub(super) unsafe fn block_p16<const N: usize>(qp: *const u8, ap: &[*const i8; N
 ///
 /// # Safety
 /// CPU supports AVX2, FMA, F16C. (Lengths are checked: `q` must hold `blocks·128` bytes,
-/// `s` `blocks·8` scales, `act` rows `t0..t0+N`.)
+/// `s` `blocks·8` scales.)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub unsafe fn tile<const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [__m256; N] {
-    let nb = act.blocks();
-    assert!(q.len() >= nb * 128 && s.len() >= nb * 8 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
-    let asum = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_sum8);
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..nb {
-        if N == 1 {
-            // gemv streams the weights from DRAM: keep the loads ahead of the math.
-            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
-            unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
-        }
-        // SAFETY: b < nb, so the 128 code bytes and 8 scales of block b are within `q`, `s`
-        // and the 32 codes of block b within each activation row (checked above).
-        let (sums, dw) = unsafe {
-            (
-                block_sums::<N>(q.as_ptr().add(b * 128), &ap),
-                _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 8) as *const __m128i)),
-            )
-        };
-        for t in 0..N {
-            let i = _mm256_sub_epi32(sums[t], _mm256_set1_epi32(asum[t][b]));
-            let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
-            acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
-            // SAFETY: stays within (or one past) the activation row.
-            ap[t] = unsafe { ap[t].add(QK) };
-        }
+pub unsafe fn tile<const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [__m256; N] {
+    let asum = r.per_token(QuantizedActivation::row_sum8);
+    // SAFETY: CPU features as this fn's; the closure reads block b's 128 code bytes and
+    // each row's 32 codes of it, where `tile_sym` points `qp` and `ap` (in bounds).
+    unsafe {
+        super::tile_sym::<N>(q, s, r, (128, 2), |b, qp, ap| {
+            let sums = block_sums::<N>(qp, ap);
+            // Minus 8·Σa: the `-8` offset of the codes.
+            std::array::from_fn(|t| _mm256_sub_epi32(sums[t], _mm256_set1_epi32(asum[t][b])))
+        })
     }
-    acc
 }
 
 /// Broadcasts the 4 bytes at `p` to all 8 lanes.
@@ -144,27 +120,9 @@ pub(super) unsafe fn block_p16_il<const N: usize>(qp: *const u8, ap: *const u8) 
         // SAFETY: vector v's 32 code bytes and slot v's 32 activation bytes are in
         // bounds (contract). The first vector writes the sums, the others add to them.
         unsafe {
-            step4!(
-                qp,
-                ap,
-                m4,
-                p,
-                "vpaddw {s0}, {a}, {b}",
-                "vpaddw {s1}, {a}, {b}",
-                "vpaddw {s2}, {a}, {b}",
-                "vpaddw {s3}, {a}, {b}"
-            );
+            step4!(qp, ap, m4, p, set);
             for v in 1..4 {
-                step4!(
-                    qp.add(32 * v),
-                    ap.add(32 * v),
-                    m4,
-                    p,
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
-                );
+                step4!(qp.add(32 * v), ap.add(32 * v), m4, p, add);
             }
         }
         return p;
@@ -192,7 +150,7 @@ pub(super) unsafe fn block_p16_il<const N: usize>(qp: *const u8, ap: *const u8) 
 /// One weight vector of a Q4 block against 4 interleaved tokens: loads the 32 code bytes
 /// at `$q`, splits the nibbles, and for token `t` forms `a = maddubs(lo, a_t[0..4])` and
 /// `b = maddubs(hi, a_t[4..8])` (`a_t`: the 8 bytes at `$a + 8t`), folded into `$p[t]` by
-/// the instruction(s) `$ct`.
+/// `$fold` (`set` for the first vector, `add` after: see `super::step4`).
 ///
 /// One `asm!` block because, with intrinsics, LLVM (generic x86 schedule) hoists all four
 /// vectors' loads, nibble decodes and activation broadcasts of a block ahead of the
@@ -201,45 +159,8 @@ pub(super) unsafe fn block_p16_il<const N: usize>(qp: *const u8, ap: *const u8) 
 /// second, one thread: intrinsics on interleaved activations 137-142, the previous
 /// per-row-pointer tile 155-170, this 176-182.
 macro_rules! step4 {
-    ($q:expr, $a:expr, $m4:expr, $p:ident, $c0:literal, $c1:literal, $c2:literal, $c3:literal) => {
-        std::arch::asm!(
-            "vmovdqu {x}, ymmword ptr [{q}]",
-            "vpsrlw {h}, {x}, 4",
-            "vpand {x}, {x}, {m4}",
-            "vpand {h}, {h}, {m4}",
-            "vpbroadcastd {a}, dword ptr [{p}]",
-            "vpbroadcastd {b}, dword ptr [{p} + 4]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c0,
-            "vpbroadcastd {a}, dword ptr [{p} + 8]",
-            "vpbroadcastd {b}, dword ptr [{p} + 12]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c1,
-            "vpbroadcastd {a}, dword ptr [{p} + 16]",
-            "vpbroadcastd {b}, dword ptr [{p} + 20]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c2,
-            "vpbroadcastd {a}, dword ptr [{p} + 24]",
-            "vpbroadcastd {b}, dword ptr [{p} + 28]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c3,
-            q = in(reg) $q,
-            p = in(reg) $a,
-            m4 = in(ymm_reg) $m4,
-            x = out(ymm_reg) _,
-            h = out(ymm_reg) _,
-            a = out(ymm_reg) _,
-            b = out(ymm_reg) _,
-            s0 = inout(ymm_reg) $p[0],
-            s1 = inout(ymm_reg) $p[1],
-            s2 = inout(ymm_reg) $p[2],
-            s3 = inout(ymm_reg) $p[3],
-            options(pure, readonly, nostack, preserves_flags),
-        )
+    ($q:expr, $a:expr, $m4:expr, $p:ident, $fold:ident) => {
+        nibble_step!($q, $m4, "", [], $a, $p, $fold)
     };
 }
 use step4;

@@ -3,7 +3,7 @@
 //! [`tile_x64`] reads the merged layout with one `(d, m)` per 64-group.
 
 use super::q4_0::{bcast_f, block_p16_il, block_sums};
-use crate::arch::{act_ptrs, per_token};
+use crate::arch::TileRows;
 use crate::matmul::{QuantizedActivation, QK};
 use std::arch::x86_64::*;
 
@@ -13,17 +13,10 @@ use std::arch::x86_64::*;
 /// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub unsafe fn tile<const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [__m256; N] {
-    let nb = act.blocks();
-    assert!(q.len() >= nb * 128 && s.len() >= nb * 16 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
-    let ads = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_ds);
+pub unsafe fn tile<const N: usize>(q: &[u8], s: &[u16], mut r: TileRows<N>) -> [__m256; N] {
+    let nb = r.nb;
+    assert!(q.len() >= nb * 128 && s.len() >= nb * 16);
+    let ads = r.per_token(QuantizedActivation::row_ds);
     let mut acc = [_mm256_setzero_ps(); N];
     for b in 0..nb {
         if N == 1 {
@@ -32,20 +25,16 @@ pub unsafe fn tile<const N: usize>(
             unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
         }
         // SAFETY: b < nb: block b's codes/scales/activations are in bounds (checked above).
-        let (sums, dw, mw) = unsafe {
-            (
-                block_sums::<N>(q.as_ptr().add(b * 128), &ap),
-                _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 16) as *const __m128i)),
-                _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 16 + 8) as *const __m128i)),
-            )
-        };
-        for t in 0..N {
-            let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
-            acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(sums[t]), acc[t]);
-            acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ads[t][b]), acc[t]);
-            // SAFETY: stays within (or one past) the activation row.
-            ap[t] = unsafe { ap[t].add(QK) };
+        unsafe {
+            let sums = block_sums::<N>(q.as_ptr().add(b * 128), &r.ap);
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 16) as *const __m128i));
+            let mw = _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 16 + 8) as *const __m128i));
+            super::scale_add(&mut acc, dw, &r, b, &sums);
+            for t in 0..N {
+                acc[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ads[t][b]), acc[t]);
+            }
         }
+        r.advance();
     }
     acc
 }
@@ -56,18 +45,11 @@ pub unsafe fn tile<const N: usize>(
 /// CPU supports AVX2, FMA, F16C. (Lengths are checked; the block count is even.)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub unsafe fn tile_x64<const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [__m256; N] {
-    let nb = act.blocks();
+pub unsafe fn tile_x64<const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [__m256; N] {
+    let TileRows { nb, mut ap, ad, .. } = r;
     let ng = nb / 2;
-    assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
-    let ads = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_ds);
+    assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16);
+    let ads = r.per_token(QuantizedActivation::row_ds);
     let mut acc = [_mm256_setzero_ps(); N];
     for g in 0..ng {
         let (b0, b1) = (2 * g, 2 * g + 1);

@@ -6,8 +6,8 @@
 //! two more accumulators per token: register spills in the 4-token gemm tile, ~10% slower.)
 
 use super::q4_0::{bcast_f, block_p16, block_p16_il};
-use crate::arch::{act_ptrs, per_token};
-use crate::matmul::{Layout, QuantizedActivation, QK};
+use crate::arch::TileRows;
+use crate::matmul::{Layout, QuantizedActivation};
 use std::arch::x86_64::*;
 
 /// The super-block scales `d` and `dmin` of a Q4_K/Q5_K group's 8 rows (the first 16
@@ -56,19 +56,37 @@ pub(super) unsafe fn sub_scales(grp: *const u16, dmin: __m256, j: usize) -> (__m
 /// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub unsafe fn tile<const N: usize>(
+pub unsafe fn tile<const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [__m256; N] {
+    // SAFETY: CPU features as this fn's; the closure reads block b's 128 code bytes and
+    // each row's 32 codes of it, where `tile_with` points `qp` and `ap` (in bounds).
+    unsafe {
+        tile_with::<N>(q, s, r, (Layout::Q4_K, 128, 2), |qp, ap, sc16| {
+            block_p16::<N>(qp, ap).map(|p| _mm256_madd_epi16(p, sc16))
+        })
+    }
+}
+
+/// The Q4_K scale/min arithmetic shared with Q5_K, which differ only in their block
+/// records (`qb` bytes each, `lines` cache lines prefetched ahead in gemv): per block,
+/// `isum(qp, ap, sc16)` returns each token's exact int32 `sc·Σqa` for the 8 rows (`qp`:
+/// the block's record, `ap[t]`: row t's 32 codes of it, `sc16`: the sub-block scales as
+/// [`sub_scales`] gives them); one FMA applies `d·da`, one more the min term
+/// `(dmin·m)·(da·Σa)`, in the scalar reference's order.
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C; `isum` reads no more than the `qb` bytes at `qp` and the
+/// 32 at each `ap[t]`. (Lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn tile_with<const N: usize>(
     q: &[u8],
     s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
+    mut r: TileRows<N>,
+    (layout, qb, lines): (Layout, usize, usize),
+    isum: impl Fn(*const u8, &[*const i8; N], __m256i) -> [__m256i; N],
 ) -> [__m256; N] {
-    let nb = act.blocks();
-    let ng = nb / 8;
-    let spg = Layout::Q4_K.scales_per_group();
-    assert!(nb % 8 == 0 && q.len() >= nb * 128 && s.len() >= ng * spg && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
-    let ads = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_ds);
+    let (ng, spg) = r.k_groups(layout, q, qb, s);
+    let ads = r.per_token(QuantizedActivation::row_ds);
     let mut acc = [_mm256_setzero_ps(); N];
     for g in 0..ng {
         // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within `s` (checked).
@@ -76,22 +94,22 @@ pub unsafe fn tile<const N: usize>(
         let (dw, dmin) = unsafe { group_d_dmin(grp) };
         for j in 0..8 {
             let b = 8 * g + j;
+            let qp = q.as_ptr().wrapping_add(b * qb);
             if N == 1 {
                 // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
-                unsafe { super::prefetch_ahead(q.as_ptr().wrapping_add(b * 128), 2) };
+                unsafe { super::prefetch_ahead(qp, lines) };
             }
-            // SAFETY: grp is group g's 160 bytes, j < 8.
-            let (sc16, dm) = unsafe { sub_scales(grp, dmin, j) };
-            // SAFETY: b < nb: block b's 128 code bytes and 32 activation codes are in bounds.
-            let p16 = unsafe { block_p16::<N>(q.as_ptr().add(b * 128), &ap) };
-            for t in 0..N {
-                let isum = _mm256_madd_epi16(p16[t], sc16);
-                let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
-                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(isum), acc[t]);
-                acc[t] = _mm256_fnmadd_ps(dm, _mm256_set1_ps(ads[t][b]), acc[t]);
-                // SAFETY: stays within (or one past) the activation row.
-                ap[t] = unsafe { ap[t].add(QK) };
+            // SAFETY: grp is group g's 160 bytes, j < 8; b < nb: block b's record and
+            // each row's 32 codes of it are in bounds (checked).
+            unsafe {
+                let (sc16, dm) = sub_scales(grp, dmin, j);
+                let i = isum(qp, &r.ap, sc16);
+                super::scale_add(&mut acc, dw, &r, b, &i);
+                for t in 0..N {
+                    acc[t] = _mm256_fnmadd_ps(dm, _mm256_set1_ps(ads[t][b]), acc[t]);
+                }
             }
+            r.advance();
         }
     }
     acc

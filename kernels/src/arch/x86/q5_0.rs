@@ -5,8 +5,8 @@
 //! exactly as `Σqa − 16·Σa` in int32; one FMA per block for 8 rows.
 
 use super::q4_0::bcast;
-use crate::arch::{act_ptrs, per_token};
-use crate::matmul::{QuantizedActivation, QK};
+use crate::arch::TileRows;
+use crate::matmul::QuantizedActivation;
 use std::arch::x86_64::*;
 
 /// Bit 4 of every byte: lo = bit `v` of `h`, hi = bit `4+v`.
@@ -75,48 +75,25 @@ pub(super) unsafe fn pair_p16<const N: usize>(
 /// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub unsafe fn tile<const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [__m256; N] {
-    let nb = act.blocks();
-    assert!(q.len() >= nb * 160 && s.len() >= nb * 8 && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
-    let asum = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_sum8);
+pub unsafe fn tile<const N: usize>(q: &[u8], s: &[u16], r: TileRows<N>) -> [__m256; N] {
+    let asum = r.per_token(QuantizedActivation::row_sum8);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); N];
-    for b in 0..nb {
-        let qp = q.as_ptr().wrapping_add(b * 160);
-        if N == 1 {
-            // SAFETY: a prefetch hint, no memory access (CPU features as this fn's).
-            unsafe { super::prefetch_ahead(qp, 3) };
-        }
-        // SAFETY: b < nb: the 160 bytes of block b are within `q` (checked).
-        let h = unsafe { _mm256_loadu_si256(qp.add(128) as *const __m256i) };
-        let mut i32s = [_mm256_setzero_si256(); N];
-        for pair in 0..2 {
-            // SAFETY: qp points at block b's 160-byte record, ap[t] at its activations.
-            let p = unsafe { pair_p16::<N>(qp, h, pair, &ap) };
-            for t in 0..N {
-                i32s[t] = _mm256_add_epi32(i32s[t], _mm256_madd_epi16(p[t], ones));
+    // SAFETY: CPU features as this fn's; the closure reads block b's 160-byte record and
+    // each row's 32 codes of it, where `tile_sym` points `qp` and `ap` (in bounds).
+    unsafe {
+        super::tile_sym::<N>(q, s, r, (160, 3), |b, qp, ap| {
+            let h = _mm256_loadu_si256(qp.add(128) as *const __m256i);
+            let mut i32s = [_mm256_setzero_si256(); N];
+            for pair in 0..2 {
+                let p = pair_p16::<N>(qp, h, pair, ap);
+                for t in 0..N {
+                    i32s[t] = _mm256_add_epi32(i32s[t], _mm256_madd_epi16(p[t], ones));
+                }
             }
-        }
-        // SAFETY: block b's 8 scales are within `s` (checked).
-        let dw =
-            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(b * 8) as *const __m128i)) };
-        for t in 0..N {
-            // 16·Σa = 2·(8·Σa).
-            let i = _mm256_sub_epi32(i32s[t], _mm256_set1_epi32(2 * asum[t][b]));
-            let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
-            acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
-            // SAFETY: stays within (or one past) the activation row.
-            ap[t] = unsafe { ap[t].add(QK) };
-        }
+            // Minus 16·Σa = 2·(8·Σa): the `-16` offset of the codes.
+            std::array::from_fn(|t| _mm256_sub_epi32(i32s[t], _mm256_set1_epi32(2 * asum[t][b])))
+        })
     }
-    acc
 }
 
 /// One weight vector `v` of a Q5_0 block against 4 interleaved tokens: as
@@ -124,52 +101,20 @@ pub unsafe fn tile<const N: usize>(
 /// `v` of each byte to bit 4, `$shr` bit `4+v`), and every product added into `$p[t]`
 /// (wrapping int16: see [`tile_il`]).
 macro_rules! step5 {
-    ($q:expr, $a:expr, $hp:expr, $p:ident, $shl:literal, $shr:literal, $c0:literal, $c1:literal, $c2:literal, $c3:literal) => {
-        std::arch::asm!(
-            "vmovdqu {x}, ymmword ptr [{q}]",
-            "vpsrlw {h}, {x}, 4",
-            "vpand {x}, {x}, {m4}",
-            "vpand {h}, {h}, {m4}",
-            $shl,
-            "vpand {a}, {a}, {m10}",
-            "vpor {x}, {x}, {a}",
-            $shr,
-            "vpand {a}, {a}, {m10}",
-            "vpor {h}, {h}, {a}",
-            "vpbroadcastd {a}, dword ptr [{p}]",
-            "vpbroadcastd {b}, dword ptr [{p} + 4]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c0,
-            "vpbroadcastd {a}, dword ptr [{p} + 8]",
-            "vpbroadcastd {b}, dword ptr [{p} + 12]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c1,
-            "vpbroadcastd {a}, dword ptr [{p} + 16]",
-            "vpbroadcastd {b}, dword ptr [{p} + 20]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c2,
-            "vpbroadcastd {a}, dword ptr [{p} + 24]",
-            "vpbroadcastd {b}, dword ptr [{p} + 28]",
-            "vpmaddubsw {a}, {x}, {a}",
-            "vpmaddubsw {b}, {h}, {b}",
-            $c3,
-            q = in(reg) $q,
-            p = in(reg) $a,
-            hp = in(ymm_reg) $hp,
-            m4 = in(ymm_reg) _mm256_set1_epi8(0x0F),
-            m10 = in(ymm_reg) _mm256_set1_epi8(0x10),
-            x = out(ymm_reg) _,
-            h = out(ymm_reg) _,
-            a = out(ymm_reg) _,
-            b = out(ymm_reg) _,
-            s0 = inout(ymm_reg) $p[0],
-            s1 = inout(ymm_reg) $p[1],
-            s2 = inout(ymm_reg) $p[2],
-            s3 = inout(ymm_reg) $p[3],
-            options(pure, readonly, nostack, preserves_flags),
+    ($q:expr, $a:expr, $hp:expr, $p:ident, $shl:literal, $shr:literal, $fold:ident) => {
+        nibble_step!(
+            $q,
+            _mm256_set1_epi8(0x0F),
+            concat!(
+                $shl,
+                "\nvpand {a}, {a}, {m10}\nvpor {x}, {x}, {a}\n",
+                $shr,
+                "\nvpand {a}, {a}, {m10}\nvpor {h}, {h}, {a}"
+            ),
+            [hp = in(ymm_reg) $hp, m10 = in(ymm_reg) _mm256_set1_epi8(0x10),],
+            $a,
+            $p,
+            $fold
         )
     };
 }
@@ -206,10 +151,7 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
                     p,
                     "vpsllw {a}, {hp}, 4",
                     "vmovdqa {a}, {hp}",
-                    "vpaddw {s0}, {a}, {b}",
-                    "vpaddw {s1}, {a}, {b}",
-                    "vpaddw {s2}, {a}, {b}",
-                    "vpaddw {s3}, {a}, {b}"
+                    set
                 );
                 step5!(
                     qp.add(32),
@@ -218,10 +160,7 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
                     p,
                     "vpsllw {a}, {hp}, 3",
                     "vpsrlw {a}, {hp}, 1",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
+                    add
                 );
                 step5!(
                     qp.add(64),
@@ -230,10 +169,7 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
                     p,
                     "vpsllw {a}, {hp}, 2",
                     "vpsrlw {a}, {hp}, 2",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
+                    add
                 );
                 step5!(
                     qp.add(96),
@@ -242,10 +178,7 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
                     p,
                     "vpsllw {a}, {hp}, 1",
                     "vpsrlw {a}, {hp}, 3",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s0}, {s0}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s1}, {s1}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s2}, {s2}, {a}",
-                    "vpaddw {a}, {a}, {b}\n vpaddw {s3}, {s3}, {a}"
+                    add
                 );
             } else {
                 for v in 0..4 {

@@ -6,8 +6,8 @@
 //! `2j+1`), and the `−32` offset subtracted exactly as `32·(sc_lo·S_lo + sc_hi·S_hi)` with
 //! one more `vpmaddwd` against the activation's half-block sums. One FMA per block.
 
-use crate::arch::{act_ptrs, per_token};
-use crate::matmul::{Layout, QuantizedActivation, QK};
+use crate::arch::TileRows;
+use crate::matmul::{Layout, QuantizedActivation};
 use std::arch::x86_64::*;
 
 /// Moves bits `2v..2v+2` of every byte of `h` to bits 4..6 (other bits garbage).
@@ -28,19 +28,9 @@ fn plane_bits(h: __m256i, v: usize) -> __m256i {
 /// CPU supports AVX2, FMA, F16C. (Lengths are checked.)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub unsafe fn tile<const N: usize>(
-    q: &[u8],
-    s: &[u16],
-    act: &QuantizedActivation,
-    t0: usize,
-) -> [__m256; N] {
-    let nb = act.blocks();
-    let ng = nb / 8;
-    let spg = Layout::Q6_K.scales_per_group();
-    assert!(nb % 8 == 0 && q.len() >= nb * 192 && s.len() >= ng * spg && t0 + N <= act.rows());
-    let mut ap = act_ptrs::<N>(act, t0);
-    let ad = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_d);
-    let s16 = per_token::<_, N>(act, t0, nb, QuantizedActivation::row_sum16);
+pub unsafe fn tile<const N: usize>(q: &[u8], s: &[u16], mut r: TileRows<N>) -> [__m256; N] {
+    let (ng, spg) = r.k_groups(Layout::Q6_K, q, 192, s);
+    let s16 = r.per_token(QuantizedActivation::row_sum16);
     let m4 = _mm256_set1_epi8(0x0F);
     let m30 = _mm256_set1_epi8(0x30);
     let dup_lo = _mm256_setr_epi8(
@@ -99,7 +89,7 @@ pub unsafe fn tile<const N: usize>(
                 for t in 0..N {
                     // SAFETY: within the 32-byte activation block b of row t0+t.
                     let a = |o: usize| unsafe {
-                        _mm256_set1_epi32((ap[t].add(o) as *const i32).read_unaligned())
+                        _mm256_set1_epi32((r.ap[t].add(o) as *const i32).read_unaligned())
                     };
                     let v = 2 * pair;
                     let pl = _mm256_add_epi16(
@@ -115,14 +105,14 @@ pub unsafe fn tile<const N: usize>(
                     i32s[t] = _mm256_add_epi32(i32s[t], _mm256_add_epi32(l, h));
                 }
             }
-            for t in 0..N {
+            // Minus 32·sc·Σa per sub-block half: the `-32` offset of the codes.
+            let i: [__m256i; N] = std::array::from_fn(|t| {
                 let off = _mm256_madd_epi16(scp, _mm256_set1_epi32(s16[t][b]));
-                let i = _mm256_sub_epi32(i32s[t], _mm256_slli_epi32::<5>(off));
-                let sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b]));
-                acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(i), acc[t]);
-                // SAFETY: stays within (or one past) the activation row.
-                ap[t] = unsafe { ap[t].add(QK) };
-            }
+                _mm256_sub_epi32(i32s[t], _mm256_slli_epi32::<5>(off))
+            });
+            // SAFETY: b < nb.
+            unsafe { super::scale_add(&mut acc, dw, &r, b, &i) };
+            r.advance();
         }
     }
     acc
