@@ -58,7 +58,7 @@ const FORMATS: [(&str, GgmlType, bool); 9] = [
 /// The format takes rows of `cols` (K-quants: multiples of 256), and F16 stays off the
 /// 65536x2560 shape (335 MB unpacked, as much again packed: too much for a shared box).
 fn valid(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    cols % ty.block_size() == 0 && !(ty == GgmlType::F16 && rows * cols > 65536 * 896)
+    cols.is_multiple_of(ty.block_size()) && !(ty == GgmlType::F16 && rows * cols > 65536 * 896)
 }
 
 fn pack(ty: GgmlType, share: bool, rows: usize, cols: usize) -> PackedMatrix {

@@ -36,7 +36,7 @@ fn request(i: usize) -> (&'static str, Value, bool) {
     let stream = i % 2 == 1;
     let n = 4 + (i % 5) * 3; // 4..16 tokens
     let topic = ["France", "the sea", "a robot", "tea", "the moon"][i % 5];
-    if (i / 2) % 2 == 0 {
+    if (i / 2).is_multiple_of(2) {
         let body = json!({"prompt": format!("A short note about {topic}:"), "n_predict": n,
                           "temperature": 0.7, "seed": i, "stream": stream});
         ("/completion", body, stream)

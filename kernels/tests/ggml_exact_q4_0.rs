@@ -83,7 +83,7 @@ fn check_seed(seed: u64, threads: usize, t: &mut Bits) {
                 let k = r.u32() as usize;
                 let rows = r.u32() as usize;
                 let repacked = r.u32() == 1;
-                assert_eq!(repacked, rows % 8 == 0);
+                assert_eq!(repacked, rows.is_multiple_of(8));
                 let w: Vec<BlockQ4_0> = r.blocks(rows * k / 32);
                 let n_cases = r.u32();
                 for _ in 0..n_cases {

@@ -50,7 +50,7 @@ impl KvType {
 
     /// Whether rows of heads of `head_dim` elements can be stored in this type.
     pub fn check(self, head_dim: usize) -> Result<(), KvTypeError> {
-        if head_dim % self.block() != 0 {
+        if !head_dim.is_multiple_of(self.block()) {
             return Err(KvTypeError::HeadSize { ty: self, head_dim });
         }
         Ok(())
@@ -176,7 +176,7 @@ impl KvCache {
     ) -> KvCache {
         for ty in [ty_k, ty_v] {
             assert!(
-                kv_dim % ty.block() == 0,
+                kv_dim.is_multiple_of(ty.block()),
                 "KV row of {kv_dim} is not a whole number of {} blocks",
                 ty.name()
             );

@@ -47,7 +47,7 @@ pub fn packable(ty: GgmlType, cols: usize) -> bool {
     matches!(
         ty,
         T::Q4_0 | T::Q4_1 | T::Q8_0 | T::Q5_0 | T::Q4_K | T::Q5_K | T::Q6_K | T::F16
-    ) && cols % ty.block_size().max(32) == 0
+    ) && cols.is_multiple_of(ty.block_size().max(32))
 }
 
 pub enum Linear {

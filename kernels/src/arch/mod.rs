@@ -78,7 +78,7 @@ impl<'a, const N: usize> TileRows<'a, N> {
     #[inline(always)]
     pub fn k_groups(&self, layout: Layout, q: &[u8], qb: usize, s: &[u16]) -> (usize, usize) {
         let (ng, spg) = (self.nb / 8, layout.scales_per_group());
-        assert!(self.nb % 8 == 0 && q.len() >= self.nb * qb && s.len() >= ng * spg);
+        assert!(self.nb.is_multiple_of(8) && q.len() >= self.nb * qb && s.len() >= ng * spg);
         (ng, spg)
     }
 

@@ -98,13 +98,13 @@ pub fn attend<R: KvRows>(kv: &R, a: &QueryBlock, out: &mut [f32], s: &mut AttnSc
 
 fn check(a: &QueryBlock, out_len: usize) {
     assert!(
-        a.head_dim > 0 && a.len > 0 && a.len % a.head_dim == 0,
+        a.head_dim > 0 && a.len > 0 && a.len.is_multiple_of(a.head_dim),
         "query rows of {} values are not whole heads of {}",
         a.len,
         a.head_dim
     );
     assert!(
-        out_len > 0 && out_len % a.len == 0,
+        out_len > 0 && out_len.is_multiple_of(a.len),
         "output of {out_len} is not whole rows of {}",
         a.len
     );

@@ -111,7 +111,7 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), For
             })
         }
     };
-    if bytes.len() % unit != 0 {
+    if !bytes.len().is_multiple_of(unit) {
         return Err(FormatError::PartialBlock {
             ty,
             len: bytes.len(),
@@ -153,7 +153,7 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), Format
         T::Q8_K => |x, per, out| append_blocks(x, per, out, q8_k::quantize_row),
         _ => return Err(FormatError::Unsupported { ty, op: "quantize" }),
     };
-    if x.len() % per != 0 {
+    if !x.len().is_multiple_of(per) {
         return Err(FormatError::PartialBlock {
             ty,
             len: x.len(),

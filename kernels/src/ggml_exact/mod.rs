@@ -127,7 +127,7 @@ pub(crate) fn mul_mat_by_route<W, A: bytemuck::Pod>(
         k % qk == 0 && w.len() == n_rows * (k / qk),
         "mul_mat: shapes"
     );
-    assert!(x.len() % k == 0, "mul_mat: activations");
+    assert!(x.len().is_multiple_of(k), "mul_mat: activations");
     let nb = k / qk;
     let n_tokens = x.len() / k;
     let mut a = vec![A::zeroed(); nb];

@@ -11,7 +11,7 @@ pub fn rope(mode: RopeMode, x: &mut [f32], head_dim: usize, cos: &[f32], sin: &[
     assert_eq!(cos.len(), sin.len(), "rope: table rows");
     let half = cos.len();
     assert!(
-        2 * half <= head_dim && x.len() % head_dim == 0,
+        2 * half <= head_dim && x.len().is_multiple_of(head_dim),
         "rope: shapes"
     );
     for h in x.chunks_exact_mut(head_dim) {

@@ -32,7 +32,7 @@ pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
 pub fn vec_mad_f16(y: &mut [f16], x: &[f16], v: f32) {
     assert_eq!(x.len(), y.len(), "vec_mad_f16: lengths");
     assert!(
-        y.len() % 32 == 0,
+        y.len().is_multiple_of(32),
         "vec_mad_f16: only the SIMD body is reproduced"
     );
     for (y, &x) in y.iter_mut().zip(x) {
@@ -43,7 +43,7 @@ pub fn vec_mad_f16(y: &mut [f16], x: &[f16], v: f32) {
 /// `ggml_vec_scale_f16`: `y = fp16(y * v)`.
 pub fn vec_scale_f16(y: &mut [f16], v: f32) {
     assert!(
-        y.len() % 32 == 0,
+        y.len().is_multiple_of(32),
         "vec_scale_f16: only the SIMD body is reproduced"
     );
     for y in y.iter_mut() {

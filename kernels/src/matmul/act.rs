@@ -72,12 +72,12 @@ impl QuantizedActivation {
     ) -> Vec<RowsPart<'a>> {
         assert!(n_rows > 0, "no activation rows");
         assert!(
-            x.len() % n_rows == 0,
+            x.len().is_multiple_of(n_rows),
             "activation length is not rows x cols"
         );
         let cols = x.len() / n_rows;
         assert!(
-            cols > 0 && cols % QK == 0,
+            cols > 0 && cols.is_multiple_of(QK),
             "activation row of {cols} is not a positive multiple of 32"
         );
         let nb = x.len() / QK;

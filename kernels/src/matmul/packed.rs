@@ -117,7 +117,7 @@ fn src_geometry(ty: GgmlType) -> Result<(usize, usize), PackError> {
 fn check_shape(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Result<(), PackError> {
     let (bb, _) = src_geometry(ty)?;
     let bs = ty.block_size();
-    if cols == 0 || cols % bs.max(QK) != 0 {
+    if cols == 0 || !cols.is_multiple_of(bs.max(QK)) {
         return Err(PackError::BadCols(cols));
     }
     if rows == 0 {
@@ -146,7 +146,7 @@ pub const RELEASE_SPAN: usize = 1 << 20;
 /// Whether every 64-group of this Q4_1 tensor has two 32-blocks with equal `(d, m)` bits.
 fn q4_1_pairs_share_scales(bytes: &[u8], rows: usize, cols: usize) -> bool {
     let nb = cols / QK;
-    if nb % 2 != 0 {
+    if !nb.is_multiple_of(2) {
         return false;
     }
     let rb = nb * 20;

@@ -38,7 +38,7 @@ fn check(n: usize, nw: usize, nout: usize) {
 
 fn check_heads(n: usize, head_dim: usize) {
     assert!(
-        head_dim > 0 && n % head_dim == 0,
+        head_dim > 0 && n.is_multiple_of(head_dim),
         "rms_norm_heads: row length {n} is not a multiple of the head size {head_dim}"
     );
 }

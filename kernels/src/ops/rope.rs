@@ -41,7 +41,7 @@ impl RopeTable {
     /// As [`RopeTable::new`] with linear position scaling (`rope.scaling.factor` = 1/freq_scale).
     pub fn with_freq_scale(n_rot: usize, base: f32, freq_scale: f32, max_pos: usize) -> RopeTable {
         assert!(
-            n_rot % 2 == 0 && n_rot > 0,
+            n_rot.is_multiple_of(2) && n_rot > 0,
             "rope: n_rot {n_rot} must be even and > 0"
         );
         let half = n_rot / 2;
@@ -93,7 +93,7 @@ impl RopeTable {
 fn check(x_len: usize, head_dim: usize, half: usize, sin_len: usize) {
     assert_eq!(half, sin_len, "rope: cos and sin lengths differ");
     assert!(
-        head_dim > 0 && x_len % head_dim == 0,
+        head_dim > 0 && x_len.is_multiple_of(head_dim),
         "rope: row length {x_len} is not a multiple of the head size {head_dim}"
     );
     assert!(

@@ -236,7 +236,7 @@ pub(super) fn check(w: &Weights) -> std::result::Result<(), GgmlUnsupported> {
         if let Linear::Generic { data, .. } = m {
             // The twins read rows as block slices in place (every block type here is
             // 2-byte aligned with an even size); GGUF's default 32-byte alignment gives that.
-            if data.as_ptr() as usize % 2 != 0 {
+            if !(data.as_ptr() as usize).is_multiple_of(2) {
                 return Err(GgmlUnsupported::Misaligned);
             }
         }

@@ -154,13 +154,13 @@ pub fn validate(shape: &Shape) -> Result<(), SynthError> {
     {
         return bad("layers, hidden, heads, kv-heads, head-dim and ffn must be positive".into());
     }
-    if s.heads % s.kv_heads != 0 {
+    if !s.heads.is_multiple_of(s.kv_heads) {
         return bad(format!(
             "{} heads are not a multiple of {} KV heads",
             s.heads, s.kv_heads
         ));
     }
-    if s.head_dim % 2 != 0 {
+    if !s.head_dim.is_multiple_of(2) {
         return bad(format!("head-dim {} must be even (RoPE)", s.head_dim));
     }
     for (what, n) in [
@@ -193,7 +193,7 @@ fn use_more_bits(i: usize, n: usize) -> bool {
 
 /// llama-quant.cpp's `tensor_type_fallback` for a row of `ncols`.
 fn fallback(ty: GgmlType, ncols: usize) -> GgmlType {
-    if ncols % ty.block_size() == 0 {
+    if ncols.is_multiple_of(ty.block_size()) {
         return ty;
     }
     let t = match ty {
@@ -202,7 +202,7 @@ fn fallback(ty: GgmlType, ncols: usize) -> GgmlType {
         GgmlType::Q6_K => GgmlType::Q8_0,
         other => other,
     };
-    if ncols % t.block_size() == 0 {
+    if ncols.is_multiple_of(t.block_size()) {
         t
     } else {
         GgmlType::F16
@@ -216,7 +216,7 @@ fn weight_type(ty: SynthType, role: Role, layer: usize, n_layers: usize, ncols: 
         SynthType::Q4_K_M => match role {
             // tied embeddings are quantized as the output tensor
             Role::TokenEmbd | Role::Output => {
-                if ncols % base.block_size() != 0 {
+                if !ncols.is_multiple_of(base.block_size()) {
                     GgmlType::Q8_0
                 } else {
                     GgmlType::Q6_K
@@ -245,7 +245,8 @@ pub fn plan(preset: &Preset, ty: SynthType) -> Result<Vec<TensorPlan>, SynthErro
             _ => {
                 let ncols = dims[0] as usize;
                 let t = weight_type(ty, role, layer.unwrap_or(0), s.layers, ncols);
-                let enc = if t == GgmlType::Q4_1 && preset.q4_1_group64 && ncols % 64 == 0 {
+                let enc = if t == GgmlType::Q4_1 && preset.q4_1_group64 && ncols.is_multiple_of(64)
+                {
                     Encoding::Q4_1Group64
                 } else {
                     Encoding::Plain(t)

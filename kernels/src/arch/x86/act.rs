@@ -21,7 +21,7 @@ pub fn quantize_checked(x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn quantize(x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32], ds: &mut [f32]) {
     let nb = x.len() / 32;
-    assert!(x.len() % 32 == 0 && qs.len() == x.len());
+    assert!(x.len().is_multiple_of(32) && qs.len() == x.len());
     assert!(d.len() == nb && sum.len() == nb && ds.len() == nb);
     let sign = _mm256_set1_ps(-0.0);
     let lim = _mm256_set1_ps(127.0);

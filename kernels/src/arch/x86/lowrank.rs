@@ -91,7 +91,7 @@ pub fn add_bt_product(_: Simd, bt: &[u16], c0: usize, mid: &[f32], scale: f32, o
     let column = |j: usize| scale * bt_column(bt, c0 + j, mid);
     let mut j = 0;
     // Columns before the first panel boundary, then whole panels, then the rest.
-    while j < n && (c0 + j) % BT_PANEL != 0 {
+    while j < n && !(c0 + j).is_multiple_of(BT_PANEL) {
         out[j] += column(j);
         j += 1;
     }

@@ -128,7 +128,9 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
 pub unsafe fn tile_x64_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) -> [__m256; N] {
     let rec = N * super::IL_REC;
     let ng = nb / 2;
-    assert!(nb % 2 == 0 && q.len() >= nb * 128 && s.len() >= ng * 16 && a.len() >= nb * rec);
+    assert!(
+        nb.is_multiple_of(2) && q.len() >= nb * 128 && s.len() >= ng * 16 && a.len() >= nb * rec
+    );
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); N];
     let (mut qp, mut ap, mut sp) = (q.as_ptr(), a.as_ptr(), s.as_ptr());

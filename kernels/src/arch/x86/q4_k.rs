@@ -126,7 +126,9 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
     let rec = N * super::IL_REC;
     let ng = nb / 8;
     let spg = Layout::Q4_K.scales_per_group();
-    assert!(nb % 8 == 0 && q.len() >= nb * 128 && s.len() >= ng * spg && a.len() >= nb * rec);
+    assert!(
+        nb.is_multiple_of(8) && q.len() >= nb * 128 && s.len() >= ng * spg && a.len() >= nb * rec
+    );
     let mut acc = [_mm256_setzero_ps(); N];
     let (mut qp, mut ap) = (q.as_ptr(), a.as_ptr());
     for g in 0..ng {

@@ -155,7 +155,7 @@ pub unsafe fn tile_q4_1x64_il<L: Lanes, const N: usize>(
     let rec = N * IL_REC;
     let ng = nb / 2;
     w.check::<L>(nb * 128, ng * 16);
-    assert!(nb % 2 == 0 && a.len() >= nb * rec);
+    assert!(nb.is_multiple_of(2) && a.len() >= nb * rec);
     // SAFETY: in the level's root (contract).
     let mut acc = [unsafe { L::zero_f() }; N];
     let (mut qp, mut ap, mut sp) = (w.q.as_ptr(), a.as_ptr(), w.s.as_ptr());
@@ -201,7 +201,7 @@ pub unsafe fn tile_q4_k_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: us
     let ng = nb / 8;
     let spg = crate::matmul::Layout::Q4_K.scales_per_group();
     w.check::<L>(nb * 128, ng * spg);
-    assert!(nb % 8 == 0 && a.len() >= nb * rec);
+    assert!(nb.is_multiple_of(8) && a.len() >= nb * rec);
     // SAFETY: in the level's root (contract).
     let mut acc = [unsafe { L::zero_f() }; N];
     let (mut qp, mut ap) = (w.q.as_ptr(), a.as_ptr());
