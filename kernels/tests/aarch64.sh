@@ -64,7 +64,10 @@ fi
 # ---- build -------------------------------------------------------------------------------
 say "building pocket-kernels tests for $target with $("$rustc" --version)"
 build_start=$(date +%s)
-json=$(RUSTC="$rustc" \
+# No debuginfo in the cross build: the qemu runs do not use it, and with the test profile's
+# full debuginfo the kernels' lib test took one rustc over 37 minutes on one core and 9 GB
+# (2026-12-02, Sapphire Rapids VM), the longest step of the CI run.
+json=$(RUSTC="$rustc" CARGO_PROFILE_TEST_DEBUG=0 \
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
     cargo test -p pocket-kernels "${cargo_sel[@]}" --target "$target" \
     --target-dir "$target_dir" --no-run --message-format=json-render-diagnostics)
