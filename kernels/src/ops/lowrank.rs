@@ -141,8 +141,11 @@ pub fn prefetch_bt_with(isa: Isa, bt: &[u16], rank: usize, cols: std::ops::Range
         Path::Scalar => {}
         #[cfg(target_arch = "x86_64")]
         Path::Simd(t) => crate::arch::x86::lowrank::prefetch_bt(t, bt, rank, cols),
+        // No ARM prefetch path (yet): the arguments are unused there.
         #[cfg(target_arch = "aarch64")]
-        Path::Simd(_) => {}
+        Path::Simd(_) => {
+            let _ = (bt, rank, cols);
+        }
     }
 }
 
