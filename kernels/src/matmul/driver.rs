@@ -58,10 +58,14 @@ pub trait Kernels: Copy {
         tokens: usize,
         staged: &mut Self::Staged,
     );
-    /// The outputs of internal panel `p` of `w` (stored as `layout`) for tokens `t..t+N`.
-    fn tile<const N: usize>(
+    /// The outputs of internal panel `p` of `w` (stored as `Layout::ALL[L]`) for tokens
+    /// `t..t+N`. The layout is a const generic, not a value, so that an ISA whose tiles are
+    /// `#[inline(always)]` (ARM) compiles only layout `L`'s tile into `drive::<_, L>`: with
+    /// a run-time `layout` every arm of its layout match was inlined into every
+    /// (layout, N) instance before being folded away, and one aarch64 rustc ran 30+ min
+    /// and 9 GB on the resulting functions (LLVM's mem2reg).
+    fn tile<const L: u8, const N: usize>(
         self,
-        layout: Layout,
         w: &PackedMatrix,
         p: usize,
         chunk: &Chunk<Self::Staged>,
@@ -75,16 +79,15 @@ pub trait Kernels: Copy {
     /// The outputs of internal panels `p` and `p + 1` for tokens `t..t+N` (a gate/up pair
     /// for SwiGLU, or two consecutive output panels when [`Kernels::pairs`]).
     #[inline(always)]
-    fn tile_pair<const N: usize>(
+    fn tile_pair<const L: u8, const N: usize>(
         self,
-        layout: Layout,
         w: &PackedMatrix,
         p: usize,
         chunk: &Chunk<Self::Staged>,
         t: usize,
     ) -> [[Self::Rows; 2]; N] {
-        let a = self.tile::<N>(layout, w, p, chunk, t);
-        let b = self.tile::<N>(layout, w, p + 1, chunk, t);
+        let a = self.tile::<L, N>(w, p, chunk, t);
+        let b = self.tile::<L, N>(w, p + 1, chunk, t);
         std::array::from_fn(|j| [a[j], b[j]])
     }
     /// `silu(g)·u` per row.
@@ -151,9 +154,8 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
             while t < c1 {
                 let rows = (c1 - t).min(tt);
                 let o = &mut out[(t - tokens.start) * ld + off..];
-                let e = Emit {
+                let e = Emit::<K, L> {
                     k,
-                    layout,
                     w,
                     p,
                     chunk: &chunk,
@@ -182,9 +184,8 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
 }
 
 /// One output panel for one token tile.
-struct Emit<'a, K: Kernels> {
+struct Emit<'a, K: Kernels, const L: u8> {
     k: K,
-    layout: Layout,
     w: &'a PackedMatrix,
     p: usize,
     chunk: &'a Chunk<'a, K::Staged>,
@@ -197,14 +198,13 @@ struct Emit<'a, K: Kernels> {
     swiglu: bool,
 }
 
-impl<K: Kernels> Emit<'_, K> {
+impl<K: Kernels, const L: u8> Emit<'_, K, L> {
     /// Computes panel `p` (and `p + 1` for a pair) for tokens `t..t+N` and writes its `n`
     /// (and `n2`) rows of each token at `out[j·ld..]` (and `out[j·ld + 8..]`).
     #[inline(always)]
     fn emit<const N: usize>(&self, out: &mut [f32]) {
         let Emit {
             k,
-            layout,
             w,
             p,
             chunk,
@@ -212,7 +212,7 @@ impl<K: Kernels> Emit<'_, K> {
             ..
         } = *self;
         if self.n2 > 0 {
-            let v = k.tile_pair::<N>(layout, w, p, chunk, t);
+            let v = k.tile_pair::<L, N>(w, p, chunk, t);
             for (j, v) in v.iter().enumerate() {
                 self.put(v[0], &mut out[j * self.ld..], self.n);
                 self.put(v[1], &mut out[j * self.ld + PANEL..], self.n2);
@@ -220,10 +220,10 @@ impl<K: Kernels> Emit<'_, K> {
             return;
         }
         let v = if self.swiglu {
-            let gu = k.tile_pair::<N>(layout, w, 2 * p, chunk, t);
+            let gu = k.tile_pair::<L, N>(w, 2 * p, chunk, t);
             std::array::from_fn(|j| k.silu_mul(gu[j][0], gu[j][1]))
         } else {
-            k.tile::<N>(layout, w, p, chunk, t)
+            k.tile::<L, N>(w, p, chunk, t)
         };
         for (j, v) in v.iter().enumerate() {
             self.put(*v, &mut out[j * self.ld..], self.n);

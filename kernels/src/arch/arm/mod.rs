@@ -256,16 +256,15 @@ macro_rules! level_kernels {
             }
 
             #[inline(always)]
-            fn tile<const N: usize>(
+            fn tile<const L: u8, const N: usize>(
                 self,
-                layout: Layout,
                 w: &PackedMatrix,
                 p: usize,
                 chunk: &Chunk<()>,
                 t: usize,
             ) -> [F32x8; N] {
                 // SAFETY: the token proves the CPU features.
-                unsafe { tile::<$level, N>(layout, w, p, chunk.act, t) }
+                unsafe { tile::<$level, L, N>(w, p, chunk.act, t) }
             }
 
             #[inline(always)]
@@ -289,11 +288,14 @@ level_kernels!(Neon, "neon");
 level_kernels!(Dotprod, "neon,dotprod");
 level_kernels!(I8mm, "neon,dotprod,i8mm");
 
-/// The 8 outputs of internal panel `p` (stored as `layout`) for tokens `t..t+N`. Safety:
-/// `C`'s level.
+/// The 8 outputs of internal panel `p` (stored as `Layout::ALL[L]`) for tokens `t..t+N`.
+/// Safety: `C`'s level.
+///
+/// Each layout's branch is an `if const`, so rustc emits only layout `L`'s tile (every
+/// tile here is `#[inline(always)]`; a `match` on the layout inlined all nine into every
+/// instance first, see [`Kernels::tile`]).
 #[inline(always)]
-unsafe fn tile<C: Core, const N: usize>(
-    layout: Layout,
+unsafe fn tile<C: Core, const L: u8, const N: usize>(
     w: &PackedMatrix,
     p: usize,
     act: &QuantizedActivation,
@@ -302,17 +304,25 @@ unsafe fn tile<C: Core, const N: usize>(
     let (q, s) = (w.panel_quants(p), w.panel_scales(p));
     // F16 reads the f32 rows; the quantized layouts their codes and scales.
     let rows = || TileRows::new(act, t);
-    match layout {
-        Layout::Q4_0 => q4_0::tile::<C, N>(q, s, rows()),
-        Layout::Q4_1 => q4_1::tile::<C, N>(q, s, rows()),
-        Layout::Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, rows()),
-        Layout::Q8_0 => q8_0::tile::<C, N>(q, s, rows()),
-        Layout::Q4_K => q4_k::tile::<C, N>(q, s, rows()),
-        Layout::Q5_K => q5_k::tile::<C, N>(q, s, rows()),
-        Layout::Q6_K => q6_k::tile::<C, N>(q, s, rows()),
-        Layout::Q5_0 => q5_0::tile::<C, N>(q, s, rows()),
-        Layout::F16 => f16::tile::<N>(q, act, t),
+    macro_rules! by_layout {
+        ($($l:ident => $tile:expr,)*) => {
+            $(if const { L == Layout::$l as u8 } {
+                return $tile;
+            })*
+        };
     }
+    by_layout! {
+        Q4_0 => q4_0::tile::<C, N>(q, s, rows()),
+        Q4_1 => q4_1::tile::<C, N>(q, s, rows()),
+        Q4_1x64 => q4_1::tile_x64::<C, N>(q, s, rows()),
+        Q8_0 => q8_0::tile::<C, N>(q, s, rows()),
+        Q4_K => q4_k::tile::<C, N>(q, s, rows()),
+        Q5_K => q5_k::tile::<C, N>(q, s, rows()),
+        Q6_K => q6_k::tile::<C, N>(q, s, rows()),
+        Q5_0 => q5_0::tile::<C, N>(q, s, rows()),
+        F16 => f16::tile::<N>(q, act, t),
+    }
+    unreachable!("layout index {L} out of range")
 }
 
 /// `silu(g) * u = g / (1 + exp(-g)) * u` (the NEON `exp` of [`ops`], ~2 ulp;

@@ -99,14 +99,14 @@ impl Kernels for Simd {
     }
 
     #[inline(always)]
-    fn tile<const N: usize>(
+    fn tile<const L: u8, const N: usize>(
         self,
-        layout: Layout,
         w: &PackedMatrix,
         p: usize,
         chunk: &Chunk<Vec<u8>>,
         t: usize,
     ) -> [__m256; N] {
+        let layout = Layout::ALL[L as usize];
         // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3 tokens
         // reads the rows.
         let src = if !chunk.staged.is_empty() && (N == 4 || layout != Layout::Q8_0) {

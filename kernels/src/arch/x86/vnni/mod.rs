@@ -203,14 +203,14 @@ impl<D: Dp> Kernels for Vnni<D> {
     }
 
     #[inline(always)]
-    fn tile<const N: usize>(
+    fn tile<const L: u8, const N: usize>(
         self,
-        layout: Layout,
         w: &PackedMatrix,
         p: usize,
         chunk: &Chunk<Vec<u8>>,
         t: usize,
     ) -> [__m256; N] {
+        let layout = Layout::ALL[L as usize];
         let staged = !chunk.staged.is_empty();
         if staged && has_vnni(layout) {
             let a = record(chunk, w.blocks(), t, N);
@@ -233,22 +233,22 @@ impl<D: Dp> Kernels for Vnni<D> {
     }
 
     #[inline(always)]
-    fn tile_pair<const N: usize>(
+    fn tile_pair<const L: u8, const N: usize>(
         self,
-        layout: Layout,
         w: &PackedMatrix,
         p: usize,
         chunk: &Chunk<Vec<u8>>,
         t: usize,
     ) -> [[__m256; 2]; N] {
+        let layout = Layout::ALL[L as usize];
         if D::PAIRS && !chunk.staged.is_empty() && has_vnni(layout) {
             let pw = panels(w, p);
             let a = record(chunk, w.blocks(), t, N);
             // SAFETY: the token proves the CPU features; PAIRS checked.
             return unsafe { D::tile16::<N>(layout, pw, a, w.blocks()) };
         }
-        let a = self.tile::<N>(layout, w, p, chunk, t);
-        let b = self.tile::<N>(layout, w, p + 1, chunk, t);
+        let a = self.tile::<L, N>(w, p, chunk, t);
+        let b = self.tile::<L, N>(w, p + 1, chunk, t);
         std::array::from_fn(|j| [a[j], b[j]])
     }
 
