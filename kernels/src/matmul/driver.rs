@@ -204,12 +204,7 @@ impl<K: Kernels, const L: u8> Emit<'_, K, L> {
     #[inline(always)]
     fn emit<const N: usize>(&self, out: &mut [f32]) {
         let Emit {
-            k,
-            w,
-            p,
-            chunk,
-            t,
-            ..
+            k, w, p, chunk, t, ..
         } = *self;
         if self.n2 > 0 {
             let v = k.tile_pair::<L, N>(w, p, chunk, t);
