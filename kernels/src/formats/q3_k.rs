@@ -29,15 +29,19 @@ const _: () = assert!(std::mem::size_of::<BlockQ3K>() == 110);
 
 /// The 16 sub-block scales, already offset to -32..=31.
 pub fn scales(b: &BlockQ3K) -> [i8; 16] {
-    std::array::from_fn(|g| {
-        let low = if g < 8 {
-            b.scales[g] & 0xF
-        } else {
-            b.scales[g - 8] >> 4
-        };
-        let high = (b.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
-        (low | (high << 4)) as i8 - 32
-    })
+    std::array::from_fn(|g| scale(b, g))
+}
+
+/// Sub-block `g`'s scale (`g < 16`), offset to -32..=31: 4 low bits from `scales[g % 8]`
+/// (low nibble for `g < 8`), 2 high bits from `scales[8 + g % 4]`.
+pub fn scale(b: &BlockQ3K, g: usize) -> i8 {
+    let low = if g < 8 {
+        b.scales[g] & 0xF
+    } else {
+        b.scales[g - 8] >> 4
+    };
+    let high = (b.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+    (low | (high << 4)) as i8 - 32
 }
 
 /// The 256 signed codes (-4..=3) in element order.
