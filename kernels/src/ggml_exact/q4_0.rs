@@ -27,7 +27,7 @@
 //! [`vec_dot_q4_0_q8_0`], a different rounding from the repacked kernels (eight partial
 //! accumulators and a horizontal sum instead of one accumulator of whole-block sums).
 
-use super::{fma_lanes, groups_of_four, h2f, mul_mat_by_route, sum_lanes, Route};
+use super::{groups_of_four, h2f, mul_mat_by_route, sum_lanes_q8_0, Route};
 use crate::formats::q4_0::{BlockQ4_0, QK4_0};
 use crate::formats::q8_0::BlockQ8_0;
 
@@ -102,10 +102,7 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q4_0_q8_0_body(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    sum_lanes(x, y, "vec_dot_q4_0_q8_0", |bx, by, acc| {
-        let d = h2f(bx.d) * h2f(by.d);
-        fma_lanes(acc, d, &codes(bx), &by.qs);
-    })
+    sum_lanes_q8_0(x, y, "vec_dot_q4_0_q8_0", |b| b.d, codes)
 }
 
 /// The whole repacked `mul_mat` for `w` (`n_rows` rows of `k / 32` blocks, `n_rows % 8 ==
