@@ -137,21 +137,28 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), Format
     use GgmlType as T;
     let per = ty.block_size();
     // The supported types are the arms; the quantizers run after the size check.
-    let encode: fn(&[f32], usize, &mut Vec<u8>) = match ty {
-        T::F32 => |x, _, out| out.extend_from_slice(bytemuck::cast_slice(x)),
-        T::F16 => |x, per, out| append_blocks(x, per, out, f16::f32_to_f16_row),
-        T::BF16 => |x, per, out| append_blocks(x, per, out, f16::f32_to_bf16_row),
-        T::Q4_0 => |x, per, out| append_blocks(x, per, out, q4_0::quantize_row),
-        T::Q4_1 => |x, per, out| append_blocks(x, per, out, q4_1::quantize_row),
-        T::Q5_0 => |x, per, out| append_blocks(x, per, out, q5_0::quantize_row),
-        T::Q5_1 => |x, per, out| append_blocks(x, per, out, q5_1::quantize_row),
-        T::Q8_0 => |x, per, out| append_blocks(x, per, out, q8_0::quantize_row),
-        T::Q8_1 => |x, per, out| append_blocks(x, per, out, q8_1::quantize_row),
-        T::Q4_K => |x, per, out| append_blocks(x, per, out, q4_k::quantize_row),
-        T::Q5_K => |x, per, out| append_blocks(x, per, out, q5_k::quantize_row),
-        T::Q6_K => |x, per, out| append_blocks(x, per, out, q6_k::quantize_row),
-        T::Q8_K => |x, per, out| append_blocks(x, per, out, q8_k::quantize_row),
-        _ => return Err(FormatError::Unsupported { ty, op: "quantize" }),
+    macro_rules! blocks {
+        ($($ty:ident => $quantize_row:path,)*) => {
+            match ty {
+                T::F32 => |x, _, out| out.extend_from_slice(bytemuck::cast_slice(x)),
+                $(T::$ty => |x, per, out| append_blocks(x, per, out, $quantize_row),)*
+                _ => return Err(FormatError::Unsupported { ty, op: "quantize" }),
+            }
+        };
+    }
+    let encode: fn(&[f32], usize, &mut Vec<u8>) = blocks! {
+        F16 => f16::f32_to_f16_row,
+        BF16 => f16::f32_to_bf16_row,
+        Q4_0 => q4_0::quantize_row,
+        Q4_1 => q4_1::quantize_row,
+        Q5_0 => q5_0::quantize_row,
+        Q5_1 => q5_1::quantize_row,
+        Q8_0 => q8_0::quantize_row,
+        Q8_1 => q8_1::quantize_row,
+        Q4_K => q4_k::quantize_row,
+        Q5_K => q5_k::quantize_row,
+        Q6_K => q6_k::quantize_row,
+        Q8_K => q8_k::quantize_row,
     };
     if !x.len().is_multiple_of(per) {
         return Err(FormatError::PartialBlock {
