@@ -35,6 +35,8 @@ pub mod q8_k;
 #[cfg(test)]
 mod llama_cpp_bounds;
 #[cfg(test)]
+mod splitmix;
+#[cfg(test)]
 pub(crate) mod test_util;
 
 /// Why a byte-level conversion was refused.

@@ -3,6 +3,9 @@
 // Each test file compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+#[path = "../../src/formats/splitmix.rs"]
+mod splitmix;
+
 #[path = "../../../tests/common/fixtures.rs"]
 mod fixtures;
 #[allow(unused_imports)]
@@ -18,11 +21,7 @@ use std::path::PathBuf;
 pub struct Rng(pub u64);
 impl Rng {
     pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        splitmix::next(&mut self.0)
     }
     /// Uniform in `[lo, hi)`.
     pub fn f(&mut self, lo: f32, hi: f32) -> f32 {
