@@ -174,6 +174,29 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), Format
     Ok(())
 }
 
+/// The outer loop of every `dequantize_row`: `decode(block, y)` writes each block's `qk`
+/// values `y`, in order (`out.len() == qk * blocks.len()`).
+pub(crate) fn decode_blocks<B>(
+    blocks: &[B],
+    out: &mut [f32],
+    qk: usize,
+    mut decode: impl FnMut(&B, &mut [f32]),
+) {
+    assert_eq!(out.len(), blocks.len() * qk);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(qk)) {
+        decode(b, y);
+    }
+}
+
+/// The 32 values of a block of 16 nibble-pair bytes (Q4_0, Q4_1, IQ4_NL): element `j` is
+/// `level` of the low nibble of `qs[j]`, element `j + 16` of its high nibble.
+pub(crate) fn decode_nibbles(qs: &[u8; 16], y: &mut [f32], level: impl Fn(u8) -> f32) {
+    for (j, &q) in qs.iter().enumerate() {
+        y[j] = level(q & 0x0F);
+        y[j + 16] = level(q >> 4);
+    }
+}
+
 /// The outer loop of every scalar reference `vec_dot`: `block_dot` of each weight block
 /// with its activation block, summed in f32 in block order, as ggml's `_generic` kernels.
 pub(crate) fn sum_block_dots<W, A>(w: &[W], a: &[A], block_dot: impl Fn(&W, &A) -> f32) -> f32 {

@@ -12,6 +12,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::kquant::QK_K;
 use super::q8_k::BlockQ8K;
 use super::sum_block_dots;
@@ -61,14 +62,13 @@ fn codes(b: &BlockQ3K) -> [i8; QK_K] {
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q3_K`.
 pub fn dequantize_row(blocks: &[BlockQ3K], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK_K);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
         let d_all = b.d.to_f32();
         let (sc, q) = (scales(b), codes(b));
         for e in 0..QK_K {
             y[e] = d_all * sc[e / 16] as f32 * q[e] as f32;
         }
-    }
+    })
 }
 
 /// Scalar reference dot product of Q3_K weights with Q8_K activations: an exact integer

@@ -8,6 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::q4_0::max_by_magnitude;
 use super::q8_0::BlockQ8_0;
 use super::sum_block_dots;
@@ -53,13 +54,12 @@ pub(crate) fn pack_codes(q: &[u8; 32]) -> ([u8; 4], [u8; 16]) {
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q5_0`.
 pub fn dequantize_row(blocks: &[BlockQ5_0], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK5_0);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK5_0)) {
+    decode_blocks(blocks, out, QK5_0, |b, y| {
         let d = b.d.to_f32();
         for (y, q) in y.iter_mut().zip(codes(b.qh, &b.qs)) {
             *y = (q as i32 - 16) as f32 * d;
         }
-    }
+    })
 }
 
 /// `quantize_row_q5_0_ref`: `d = max / -16` (`max` the element of largest magnitude),

@@ -7,6 +7,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::q4_1::min_max;
 use super::q5_0::{codes, pack_codes};
 use super::q8_1::BlockQ8_1;
@@ -29,13 +30,12 @@ const _: () = assert!(std::mem::size_of::<BlockQ5_1>() == 24);
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q5_1`.
 pub fn dequantize_row(blocks: &[BlockQ5_1], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK5_1);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK5_1)) {
+    decode_blocks(blocks, out, QK5_1, |b, y| {
         let (d, m) = (b.d.to_f32(), b.m.to_f32());
         for (y, q) in y.iter_mut().zip(codes(b.qh, &b.qs)) {
             *y = q as f32 * d + m;
         }
-    }
+    })
 }
 
 /// `quantize_row_q5_1_ref`: `m = min`, `d = (max - min) / 31`,

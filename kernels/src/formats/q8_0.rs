@@ -6,6 +6,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::sum_block_dots;
 
 /// Elements per block.
@@ -23,10 +24,9 @@ const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q8_0`.
 pub fn dequantize_row(blocks: &[BlockQ8_0], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK8_0);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK8_0)) {
+    decode_blocks(blocks, out, QK8_0, |b, y| {
         decode_codes(b.d, &b.qs, y);
-    }
+    })
 }
 
 /// `y = q * d` for one block of 8-bit codes (Q8_0 and Q8_1 alike).
