@@ -10,7 +10,7 @@ use half::f16;
 
 use super::q8_0::BlockQ8_0;
 use super::sum_block_dots;
-use super::{decode_blocks, decode_nibbles};
+use super::{decode_blocks, decode_nibbles, dot_nibbles};
 
 /// Elements per block.
 pub const QK4_NL: usize = 32;
@@ -43,11 +43,7 @@ pub fn dequantize_row(blocks: &[BlockIq4Nl], out: &mut [f32]) {
 pub fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
         let d = y.d.to_f32() * x.d.to_f32();
-        let mut sumi = 0i32;
-        for j in 0..QK4_NL / 2 {
-            sumi += y.qs[j] as i32 * KVALUES_IQ4NL[(x.qs[j] & 0xF) as usize] as i32;
-            sumi += y.qs[j + QK4_NL / 2] as i32 * KVALUES_IQ4NL[(x.qs[j] >> 4) as usize] as i32;
-        }
+        let sumi = dot_nibbles(&x.qs, &y.qs, |q| KVALUES_IQ4NL[q as usize] as i32);
         d * sumi as f32
     })
 }

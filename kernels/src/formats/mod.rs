@@ -197,6 +197,22 @@ pub(crate) fn decode_nibbles(qs: &[u8; 16], y: &mut [f32], level: impl Fn(u8) ->
     }
 }
 
+/// `Σ level(nibble)·a` over a block of 16 nibble-pair bytes (laid out as for
+/// [`decode_nibbles`]) and its 32 activation codes: the exact int32 sum of the scalar
+/// reference dots of Q4_0, Q4_1 and IQ4_NL.
+pub(crate) fn dot_nibbles(qs: &[u8; 16], a: &[i8; 32], level: impl Fn(u8) -> i32) -> i32 {
+    let mut sumi = 0i32;
+    for (j, &q) in qs.iter().enumerate() {
+        sumi += level(q & 0x0F) * a[j] as i32 + level(q >> 4) * a[j + 16] as i32;
+    }
+    sumi
+}
+
+/// `Σ w·a` of a block's weights `w` (as i32) and its activation codes, exact in int32.
+pub(crate) fn dot_codes(w: impl IntoIterator<Item = i32>, a: &[i8]) -> i32 {
+    w.into_iter().zip(a).map(|(w, &a)| w * a as i32).sum()
+}
+
 /// The outer loop of every scalar reference `vec_dot`: `block_dot` of each weight block
 /// with its activation block, summed in f32 in block order, as ggml's `_generic` kernels.
 pub(crate) fn sum_block_dots<W, A>(w: &[W], a: &[A], block_dot: impl Fn(&W, &A) -> f32) -> f32 {

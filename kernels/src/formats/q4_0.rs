@@ -9,7 +9,7 @@ use half::f16;
 
 use super::q8_0::BlockQ8_0;
 use super::sum_block_dots;
-use super::{decode_blocks, decode_nibbles};
+use super::{decode_blocks, decode_nibbles, dot_nibbles};
 
 /// Elements per block.
 pub const QK4_0: usize = 32;
@@ -67,12 +67,7 @@ pub(crate) fn max_by_magnitude(xb: &[f32]) -> f32 {
 /// (`ggml_vec_dot_q4_0_q8_0_generic`): an exact int32 sum per block, scaled by both `d`s.
 pub fn vec_dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let mut sumi = 0i32;
-        for j in 0..QK4_0 / 2 {
-            let v0 = (x.qs[j] & 0x0F) as i32 - 8;
-            let v1 = (x.qs[j] >> 4) as i32 - 8;
-            sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK4_0 / 2] as i32;
-        }
+        let sumi = dot_nibbles(&x.qs, &y.qs, |q| q as i32 - 8);
         sumi as f32 * x.d.to_f32() * y.d.to_f32()
     })
 }

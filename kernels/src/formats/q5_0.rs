@@ -8,10 +8,10 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::decode_blocks;
 use super::q4_0::max_by_magnitude;
 use super::q8_0::BlockQ8_0;
 use super::sum_block_dots;
+use super::{decode_blocks, dot_codes};
 
 /// Elements per block.
 pub const QK5_0: usize = 32;
@@ -82,11 +82,7 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ5_0]) {
 /// (`ggml_vec_dot_q5_0_q8_0_generic`).
 pub fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let sumi: i32 = codes(x.qh, &x.qs)
-            .iter()
-            .zip(&y.qs)
-            .map(|(&q, &v)| (q as i32 - 16) * v as i32)
-            .sum();
+        let sumi = dot_codes(codes(x.qh, &x.qs).map(|q| q as i32 - 16), &y.qs);
         (x.d.to_f32() * y.d.to_f32()) * sumi as f32
     })
 }

@@ -7,11 +7,11 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::decode_blocks;
 use super::q4_1::min_max;
 use super::q5_0::{codes, pack_codes};
 use super::q8_1::BlockQ8_1;
 use super::sum_block_dots;
+use super::{decode_blocks, dot_codes};
 
 /// Elements per block.
 pub const QK5_1: usize = 32;
@@ -60,11 +60,7 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ5_1]) {
 /// (`ggml_vec_dot_q5_1_q8_1_generic`): `d_w*d_a*Σ(q_w*q_a) + m*s` per block.
 pub fn vec_dot(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let sumi: i32 = codes(x.qh, &x.qs)
-            .iter()
-            .zip(&y.qs)
-            .map(|(&q, &v)| q as i32 * v as i32)
-            .sum();
+        let sumi = dot_codes(codes(x.qh, &x.qs).map(|q| q as i32), &y.qs);
         (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
     })
 }

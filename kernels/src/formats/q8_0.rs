@@ -6,8 +6,8 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::decode_blocks;
 use super::sum_block_dots;
+use super::{decode_blocks, dot_codes};
 
 /// Elements per block.
 pub const QK8_0: usize = 32;
@@ -74,11 +74,7 @@ fn c_max(a: f32, b: f32) -> f32 {
 /// (`ggml_vec_dot_q8_0_q8_0_generic`).
 pub fn vec_dot(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let sumi: i32 =
-            x.qs.iter()
-                .zip(&y.qs)
-                .map(|(&p, &q)| p as i32 * q as i32)
-                .sum();
+        let sumi = dot_codes(x.qs.map(|p| p as i32), &y.qs);
         sumi as f32 * (x.d.to_f32() * y.d.to_f32())
     })
 }
