@@ -64,6 +64,24 @@ pub trait Dp: Copy + Send + Sync + 'static {
     }
 }
 
+/// [`Dp::drive`] of level `$level`: [`driver::drive`] inside a root compiled with the
+/// level's target features `$features` (the levels' roots differ in nothing else).
+macro_rules! drive_in_root {
+    ($level:ident, $features:literal) => {
+        #[inline(always)]
+        fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
+            /// # Safety
+            /// The CPU supports the level's features (`$features`).
+            #[target_feature(enable = $features)]
+            unsafe fn root<const L: u8>(k: Vnni<$level>, job: Job) {
+                driver::drive::<Vnni<$level>, L>(k, job)
+            }
+            // SAFETY: the token proves the CPU features.
+            unsafe { root::<L>(k, job) }
+        }
+    };
+}
+
 /// AVX-512 F/BW/VL + VNNI: EVEX `vpdpbusd` on ymm registers, 32 of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Avx512;
@@ -76,17 +94,7 @@ pub struct AvxVnni;
 impl Dp for Avx512 {
     const TOKENS: usize = 8;
 
-    #[inline(always)]
-    fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
-        /// # Safety
-        /// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI.
-        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        unsafe fn root<const L: u8>(k: Vnni<Avx512>, job: Job) {
-            driver::drive::<Vnni<Avx512>, L>(k, job)
-        }
-        // SAFETY: the token proves the CPU features.
-        unsafe { root::<L>(k, job) }
-    }
+    drive_in_root!(Avx512, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
 
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
@@ -117,17 +125,7 @@ impl Dp for Avx512 {
 impl Dp for AvxVnni {
     const TOKENS: usize = 4;
 
-    #[inline(always)]
-    fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
-        /// # Safety
-        /// The CPU supports AVX2, FMA, F16C and AVX-VNNI.
-        #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-        unsafe fn root<const L: u8>(k: Vnni<AvxVnni>, job: Job) {
-            driver::drive::<Vnni<AvxVnni>, L>(k, job)
-        }
-        // SAFETY: the token proves the CPU features.
-        unsafe { root::<L>(k, job) }
-    }
+    drive_in_root!(AvxVnni, "avx2,fma,f16c,avxvnni");
 
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
