@@ -131,6 +131,21 @@ pub(crate) struct Route<W, A> {
     pub dot: fn(&[W], &[A]) -> f32,
 }
 
+// Two function pointers: copied whatever `W` and `A` are (a derive would ask them to be
+// `Copy`).
+impl<W, A> Clone for Route<W, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<W, A> Copy for Route<W, A> {}
+
+impl<W, A> Route<W, A> {
+    pub(crate) fn new(quantize: fn(&[f32], &mut [A]), dot: fn(&[W], &[A]) -> f32) -> Self {
+        Route { quantize, dot }
+    }
+}
+
 /// The whole `mul_mat` as `forward_mul_mat` runs it: `w` holds `n_rows` rows of `k / qk`
 /// blocks, `x` holds `n_tokens` rows of `k` floats; token `t` takes `route(t, n_tokens)`.
 /// Returns `out[token * n_rows + row]`.
@@ -164,15 +179,12 @@ pub(crate) fn groups_of_four<W, A>(
     grouped: Route<W, A>,
     single: Route<W, A>,
 ) -> impl Fn(usize, usize) -> Route<W, A> {
-    move |t, n_tokens| match t < n_tokens - n_tokens % 4 {
-        true => Route {
-            quantize: grouped.quantize,
-            dot: grouped.dot,
-        },
-        false => Route {
-            quantize: single.quantize,
-            dot: single.dot,
-        },
+    move |t, n_tokens| {
+        if t < n_tokens - n_tokens % 4 {
+            grouped
+        } else {
+            single
+        }
     }
 }
 

@@ -319,10 +319,7 @@ fn mul_mat_tiled<W>(
     k: usize,
     dot: fn(&[W], &[BlockQ8K]) -> f32,
 ) -> Vec<f32> {
-    let route = |_, _| Route {
-        quantize: quantize_row_q8_k,
-        dot,
-    };
+    let route = |_, _| Route::new(quantize_row_q8_k, dot);
     mul_mat_by_route(w, n_rows, x, (k, QK_K), route)
 }
 
