@@ -7,11 +7,10 @@
 #![cfg(target_arch = "x86_64")]
 
 mod common;
-use common::run_oracle;
+use common::{run_oracle, Reader};
 
 use bytemuck::Pod;
 use half::f16;
-use pocket_kernels::formats::q4_1::BlockQ4_1;
 use pocket_kernels::formats::q8_0::BlockQ8_0;
 use pocket_kernels::formats::q8_1::BlockQ8_1;
 use pocket_kernels::ggml_exact::{attention, dots, quantize, rope, vec};
@@ -69,6 +68,39 @@ const KINDS: [&str; 9] = [
     "flash_attn_ext values",
 ];
 
+/// A quantizer record: `k` floats and ggml's `k / 32` blocks of them, each compared with
+/// `quantize`'s by bytes.
+fn quantizer_record<B: Pod>(
+    r: &mut Reader,
+    t: &mut Tally,
+    (kind, tag): (usize, &str),
+    zero: B,
+    quantize: fn(&[f32], &mut [B]),
+) {
+    let k = r.u32() as usize;
+    let x = r.f32s(k);
+    let ggml: Vec<B> = r.blocks(k / 32);
+    let mut ours = vec![zero; k / 32];
+    quantize(&x, &mut ours);
+    for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
+        t.block(kind, tag, i, o, g, &x[32 * i..32 * i + 32]);
+    }
+}
+
+/// A vector-dot record: `k / 32` weight and activation blocks and ggml's dot of them.
+fn dot_record<W: Pod, A: Pod>(
+    r: &mut Reader,
+    t: &mut Tally,
+    (kind, tag): (usize, &str),
+    dot: fn(&[W], &[A]) -> f32,
+) {
+    let k = r.u32() as usize;
+    let w: Vec<W> = r.blocks(k / 32);
+    let a: Vec<A> = r.blocks(k / 32);
+    let ggml = r.f32();
+    t.f32(kind, &format!("{tag} k={k}"), 0, dot(&w, &a), ggml);
+}
+
 fn check_seed(seed: u64, t: &mut Tally) {
     let mut r = run_oracle("ggml_ops_oracle", seed, "", b"GOPO", |_| {});
     let mut kinds = [0usize; 9];
@@ -80,42 +112,22 @@ fn check_seed(seed: u64, t: &mut Tally) {
         kinds[kind] += 1;
         let tag = format!("seed {seed} kind {kind}");
         match kind {
-            1 => {
-                let k = r.u32() as usize;
-                let x = r.f32s(k);
-                let ggml: Vec<BlockQ8_0> = r.blocks(k / 32);
-                let mut ours = vec![zero_q8_0(); k / 32];
-                quantize::quantize_row_q8_0(&x, &mut ours);
-                for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
-                    t.block(kind, &tag, i, o, g, &x[32 * i..32 * i + 32]);
-                }
-            }
-            2 => {
-                let k = r.u32() as usize;
-                let x = r.f32s(k);
-                let ggml: Vec<BlockQ8_1> = r.blocks(k / 32);
-                let mut ours = vec![zero_q8_1(); k / 32];
-                quantize::quantize_row_q8_1(&x, &mut ours);
-                for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
-                    t.block(kind, &tag, i, o, g, &x[32 * i..32 * i + 32]);
-                }
-            }
-            3 => {
-                let k = r.u32() as usize;
-                let w: Vec<BlockQ4_1> = r.blocks(k / 32);
-                let a: Vec<BlockQ8_1> = r.blocks(k / 32);
-                let ggml = r.f32();
-                let ours = dots::vec_dot_q4_1_q8_1(&w, &a);
-                t.f32(kind, &format!("{tag} k={k}"), 0, ours, ggml);
-            }
-            4 => {
-                let k = r.u32() as usize;
-                let w: Vec<BlockQ8_0> = r.blocks(k / 32);
-                let a: Vec<BlockQ8_0> = r.blocks(k / 32);
-                let ggml = r.f32();
-                let ours = dots::vec_dot_q8_0_q8_0(&w, &a);
-                t.f32(kind, &format!("{tag} k={k}"), 0, ours, ggml);
-            }
+            1 => quantizer_record(
+                &mut r,
+                t,
+                (kind, &tag),
+                zero_q8_0(),
+                quantize::quantize_row_q8_0,
+            ),
+            2 => quantizer_record(
+                &mut r,
+                t,
+                (kind, &tag),
+                zero_q8_1(),
+                quantize::quantize_row_q8_1,
+            ),
+            3 => dot_record(&mut r, t, (kind, &tag), dots::vec_dot_q4_1_q8_1),
+            4 => dot_record(&mut r, t, (kind, &tag), dots::vec_dot_q8_0_q8_0),
             5 => {
                 let n = r.u32() as usize;
                 let x = r.f16s(n);

@@ -4,8 +4,8 @@
 
 use half::f16;
 use pocket_kernels::matmul::{
-    gemm, gemm_swiglu, gemm_tokens, gemv, gemv_swiglu, Layout, PackError, PackOptions,
-    PackedMatrix, QuantizedActivation,
+    gemm, gemm_swiglu, gemv, gemv_swiglu, Layout, PackError, PackOptions, PackedMatrix,
+    QuantizedActivation,
 };
 use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
@@ -45,7 +45,8 @@ fn random_tensor(ty: GgmlType, rows: usize, cols: usize, share: bool, rng: &mut 
     out
 }
 
-/// Row `r` dequantized from the raw GGUF bytes (independent of the packing).
+/// Row `r` dequantized from the raw GGUF bytes (independent of the packing), for
+/// [`common::naive_product`] with the dequantized activation.
 fn naive_row(ty: GgmlType, bytes: &[u8], r: usize, cols: usize) -> Vec<f64> {
     let bb = ty.type_size();
     let rb = cols / 32 * bb;
@@ -72,18 +73,6 @@ fn naive_row(ty: GgmlType, bytes: &[u8], r: usize, cols: usize) -> Vec<f64> {
         }
     }
     out
-}
-
-/// Naive [tokens x rows] product and the matching Σ|w·a| magnitudes (for tolerances).
-fn naive(
-    ty: GgmlType,
-    bytes: &[u8],
-    rows: usize,
-    cols: usize,
-    act: &QuantizedActivation,
-) -> (Vec<f64>, Vec<f64>) {
-    let acts: Vec<Vec<f32>> = (0..act.rows()).map(|t| act.dequant_row(t)).collect();
-    common::naive_product(rows, |r| naive_row(ty, bytes, r, cols), &acts)
 }
 
 fn silu(g: f64) -> f64 {
@@ -120,7 +109,7 @@ proptest! {
         }
         let x = random_act(tokens, cols, &mut rng);
         let act = QuantizedActivation::quantize(&x, tokens);
-        let (y, mag) = naive(ty, &bytes, rows, cols, &act);
+        let (y, mag) = common::naive_product(&act, false, rows, |r| naive_row(ty, &bytes, r, cols));
         let mut reference = vec![0f32; tokens * rows];
         gemm(&w, &act, &mut reference, rows, 0..w.panels(), Isa::Scalar);
         for i in 0..y.len() {
@@ -138,26 +127,13 @@ proptest! {
             }
             // gemv over a split panel range = row 0 of the gemm.
             let split = (seed as usize) % (w.panels() + 1);
-            let mut g = vec![f32::NAN; rows];
-            let (lo, hi) = g.split_at_mut(w.rows_in(0..split));
-            gemv(&w, &act, lo, 0..split, isa);
-            gemv(&w, &act, hi, split..w.panels(), isa);
+            let g = common::gemv_split(&w, &act, split, isa);
             for r in 0..rows {
                 prop_assert!((g[r] - reference[r]).abs() as f64 <= 1e-6 * mag[r] + 1e-7,
                     "{} gemv row {}: {} vs {}", isa, r, g[r], reference[r]);
             }
             // A token sub-range, a panel sub-range, and a wider ld.
-            let t0 = (seed as usize / 7) % tokens;
-            let ld = rows + 3;
-            let mut part = vec![f32::NAN; (tokens - t0) * ld];
-            gemm_tokens(&w, &act, t0..tokens, &mut part, ld, split..w.panels(), isa);
-            let r0 = split * 8;
-            for t in t0..tokens {
-                for r in r0..rows {
-                    prop_assert_eq!(part[(t - t0) * ld + r - r0].to_bits(),
-                        out[t * rows + r].to_bits());
-                }
-            }
+            common::check_gemm_tokens(&w, &act, &out, (split, seed), isa)?;
         }
     }
 
@@ -177,8 +153,8 @@ proptest! {
         let w = PackedMatrix::pack_swiglu(ty, &gate, &up, rows, cols).unwrap();
         let x = random_act(tokens, cols, &mut rng);
         let act = QuantizedActivation::quantize(&x, tokens);
-        let (g, gm) = naive(ty, &gate, rows, cols, &act);
-        let (u, um) = naive(ty, &up, rows, cols, &act);
+        let (g, gm) = common::naive_product(&act, false, rows, |r| naive_row(ty, &gate, r, cols));
+        let (u, um) = common::naive_product(&act, false, rows, |r| naive_row(ty, &up, r, cols));
         let mut reference = vec![0f32; tokens * rows];
         gemm_swiglu(&w, &act, &mut reference, rows, 0..w.panels(), Isa::Scalar);
         for i in 0..g.len() {
@@ -371,7 +347,7 @@ fn extreme_codes_do_not_saturate() {
             }
             let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
             common::assert_extremes_do_not_saturate(ty, code, &w, rows, cols, |act| {
-                naive(ty, &bytes, rows, cols, act)
+                common::naive_product(act, false, rows, |r| naive_row(ty, &bytes, r, cols))
             });
         }
     }

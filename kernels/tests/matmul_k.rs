@@ -6,8 +6,7 @@
 use half::f16;
 use pocket_kernels::formats;
 use pocket_kernels::matmul::{
-    gemm, gemm_swiglu, gemm_tokens, gemv, gemv_swiglu, Layout, PackError, PackedMatrix,
-    QuantizedActivation,
+    gemm, gemm_swiglu, gemv, gemv_swiglu, Layout, PackError, PackedMatrix, QuantizedActivation,
 };
 use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
@@ -57,7 +56,8 @@ fn naive_row(ty: GgmlType, bytes: &[u8], r: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// Naive [tokens x rows] product and Σ|w·a| magnitudes.
+/// Naive [tokens x rows] product and Σ|w·a| magnitudes. F16 weights take the f32
+/// activation itself; the quantized formats its int8 codes.
 fn naive(
     ty: GgmlType,
     bytes: &[u8],
@@ -65,23 +65,12 @@ fn naive(
     cols: usize,
     act: &QuantizedActivation,
 ) -> (Vec<f64>, Vec<f64>) {
-    // F16 weights take the f32 activation itself; the quantized formats its int8 codes.
-    let acts: Vec<Vec<f32>> = (0..act.rows())
-        .map(|t| {
-            if ty == GgmlType::F16 {
-                act.row_f32(t).to_vec()
-            } else {
-                act.dequant_row(t)
-            }
-        })
-        .collect();
-    let w_row = |r| {
+    common::naive_product(act, ty == GgmlType::F16, rows, |r| {
         naive_row(ty, bytes, r, cols)
             .into_iter()
             .map(f64::from)
             .collect()
-    };
-    common::naive_product(rows, w_row, &acts)
+    })
 }
 
 fn cols_for(ty: GgmlType, units: usize) -> usize {
@@ -145,10 +134,7 @@ fn check_all(
             );
         }
         let split = (seed as usize) % (w.panels() + 1);
-        let mut g = vec![f32::NAN; rows];
-        let (lo, hi) = g.split_at_mut(w.rows_in(0..split));
-        gemv(&w, &act, lo, 0..split, isa);
-        gemv(&w, &act, hi, split..w.panels(), isa);
+        let g = common::gemv_split(&w, &act, split, isa);
         for r in 0..rows {
             prop_assert!(
                 g[r].to_bits() == reference[r].to_bits(),
@@ -160,19 +146,7 @@ fn check_all(
                 reference[r]
             );
         }
-        let t0 = (seed as usize / 7) % tokens;
-        let ld = rows + 3;
-        let mut part = vec![f32::NAN; (tokens - t0) * ld];
-        gemm_tokens(&w, &act, t0..tokens, &mut part, ld, split..w.panels(), isa);
-        let r0 = split * 8;
-        for t in t0..tokens {
-            for r in r0..rows {
-                prop_assert_eq!(
-                    part[(t - t0) * ld + r - r0].to_bits(),
-                    out[t * rows + r].to_bits()
-                );
-            }
-        }
+        common::check_gemm_tokens(&w, &act, &out, (split, seed), isa)?;
     }
     Ok(())
 }

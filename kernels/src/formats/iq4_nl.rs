@@ -10,6 +10,7 @@ use half::f16;
 
 use super::q8_0::BlockQ8_0;
 use super::sum_block_dots;
+use super::{decode_blocks, decode_nibbles, dot_nibbles};
 
 /// Elements per block.
 pub const QK4_NL: usize = 32;
@@ -31,14 +32,10 @@ const _: () = assert!(std::mem::size_of::<BlockIq4Nl>() == 18);
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_iq4_nl`.
 pub fn dequantize_row(blocks: &[BlockIq4Nl], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK4_NL);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK4_NL)) {
+    decode_blocks(blocks, out, QK4_NL, |b, y| {
         let d = b.d.to_f32();
-        for (j, &q) in b.qs.iter().enumerate() {
-            y[j] = d * KVALUES_IQ4NL[(q & 0xF) as usize] as f32;
-            y[j + QK4_NL / 2] = d * KVALUES_IQ4NL[(q >> 4) as usize] as f32;
-        }
-    }
+        decode_nibbles(&b.qs, y, |q| d * KVALUES_IQ4NL[q as usize] as f32);
+    })
 }
 
 /// Scalar reference dot product of IQ4_NL weights with Q8_0 activations
@@ -46,11 +43,7 @@ pub fn dequantize_row(blocks: &[BlockIq4Nl], out: &mut [f32]) {
 pub fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
         let d = y.d.to_f32() * x.d.to_f32();
-        let mut sumi = 0i32;
-        for j in 0..QK4_NL / 2 {
-            sumi += y.qs[j] as i32 * KVALUES_IQ4NL[(x.qs[j] & 0xF) as usize] as i32;
-            sumi += y.qs[j + QK4_NL / 2] as i32 * KVALUES_IQ4NL[(x.qs[j] >> 4) as usize] as i32;
-        }
+        let sumi = dot_nibbles(&x.qs, &y.qs, |q| KVALUES_IQ4NL[q as usize] as i32);
         d * sumi as f32
     })
 }

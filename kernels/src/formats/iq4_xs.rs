@@ -10,6 +10,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::iq4_nl::KVALUES_IQ4NL;
 use super::kquant::QK_K;
 use super::q8_k::BlockQ8K;
@@ -44,8 +45,7 @@ fn levels(b: &BlockIq4Xs) -> [i8; QK_K] {
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_iq4_xs`.
 pub fn dequantize_row(blocks: &[BlockIq4Xs], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK_K);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
         let d = b.d.to_f32();
         let v = levels(b);
         for s in 0..8 {
@@ -54,7 +54,7 @@ pub fn dequantize_row(blocks: &[BlockIq4Xs], out: &mut [f32]) {
                 y[e] = dl * v[e] as f32;
             }
         }
-    }
+    })
 }
 
 /// Scalar reference dot product of IQ4_XS weights with Q8_K activations

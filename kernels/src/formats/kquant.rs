@@ -234,14 +234,8 @@ pub(crate) fn make_qkx2_quants(
 /// (1: x², 2: 1, 3: |x|, else sqrt|x|); Q6_K uses 1.
 pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8], rmse_type: i32) -> f32 {
     let n = x.len();
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let max = super::q4_0::max_by_magnitude(x);
+    let amax = max.abs();
     if amax < GROUP_MAX_EPS {
         l_out[..n].fill(0);
         return 0.0;

@@ -35,6 +35,8 @@ pub mod q8_k;
 #[cfg(test)]
 mod llama_cpp_bounds;
 #[cfg(test)]
+mod splitmix;
+#[cfg(test)]
 pub(crate) mod test_util;
 
 /// Why a byte-level conversion was refused.
@@ -137,21 +139,28 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), Format
     use GgmlType as T;
     let per = ty.block_size();
     // The supported types are the arms; the quantizers run after the size check.
-    let encode: fn(&[f32], usize, &mut Vec<u8>) = match ty {
-        T::F32 => |x, _, out| out.extend_from_slice(bytemuck::cast_slice(x)),
-        T::F16 => |x, per, out| append_blocks(x, per, out, f16::f32_to_f16_row),
-        T::BF16 => |x, per, out| append_blocks(x, per, out, f16::f32_to_bf16_row),
-        T::Q4_0 => |x, per, out| append_blocks(x, per, out, q4_0::quantize_row),
-        T::Q4_1 => |x, per, out| append_blocks(x, per, out, q4_1::quantize_row),
-        T::Q5_0 => |x, per, out| append_blocks(x, per, out, q5_0::quantize_row),
-        T::Q5_1 => |x, per, out| append_blocks(x, per, out, q5_1::quantize_row),
-        T::Q8_0 => |x, per, out| append_blocks(x, per, out, q8_0::quantize_row),
-        T::Q8_1 => |x, per, out| append_blocks(x, per, out, q8_1::quantize_row),
-        T::Q4_K => |x, per, out| append_blocks(x, per, out, q4_k::quantize_row),
-        T::Q5_K => |x, per, out| append_blocks(x, per, out, q5_k::quantize_row),
-        T::Q6_K => |x, per, out| append_blocks(x, per, out, q6_k::quantize_row),
-        T::Q8_K => |x, per, out| append_blocks(x, per, out, q8_k::quantize_row),
-        _ => return Err(FormatError::Unsupported { ty, op: "quantize" }),
+    macro_rules! blocks {
+        ($($ty:ident => $quantize_row:path,)*) => {
+            match ty {
+                T::F32 => |x, _, out| out.extend_from_slice(bytemuck::cast_slice(x)),
+                $(T::$ty => |x, per, out| append_blocks(x, per, out, $quantize_row),)*
+                _ => return Err(FormatError::Unsupported { ty, op: "quantize" }),
+            }
+        };
+    }
+    let encode: fn(&[f32], usize, &mut Vec<u8>) = blocks! {
+        F16 => f16::f32_to_f16_row,
+        BF16 => f16::f32_to_bf16_row,
+        Q4_0 => q4_0::quantize_row,
+        Q4_1 => q4_1::quantize_row,
+        Q5_0 => q5_0::quantize_row,
+        Q5_1 => q5_1::quantize_row,
+        Q8_0 => q8_0::quantize_row,
+        Q8_1 => q8_1::quantize_row,
+        Q4_K => q4_k::quantize_row,
+        Q5_K => q5_k::quantize_row,
+        Q6_K => q6_k::quantize_row,
+        Q8_K => q8_k::quantize_row,
     };
     if !x.len().is_multiple_of(per) {
         return Err(FormatError::PartialBlock {
@@ -163,6 +172,45 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) -> Result<(), Format
     }
     encode(x, per, out);
     Ok(())
+}
+
+/// The outer loop of every `dequantize_row`: `decode(block, y)` writes each block's `qk`
+/// values `y`, in order (`out.len() == qk * blocks.len()`).
+pub(crate) fn decode_blocks<B>(
+    blocks: &[B],
+    out: &mut [f32],
+    qk: usize,
+    mut decode: impl FnMut(&B, &mut [f32]),
+) {
+    assert_eq!(out.len(), blocks.len() * qk);
+    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(qk)) {
+        decode(b, y);
+    }
+}
+
+/// The 32 values of a block of 16 nibble-pair bytes (Q4_0, Q4_1, IQ4_NL): element `j` is
+/// `level` of the low nibble of `qs[j]`, element `j + 16` of its high nibble.
+pub(crate) fn decode_nibbles(qs: &[u8; 16], y: &mut [f32], level: impl Fn(u8) -> f32) {
+    for (j, &q) in qs.iter().enumerate() {
+        y[j] = level(q & 0x0F);
+        y[j + 16] = level(q >> 4);
+    }
+}
+
+/// `Σ level(nibble)·a` over a block of 16 nibble-pair bytes (laid out as for
+/// [`decode_nibbles`]) and its 32 activation codes: the exact int32 sum of the scalar
+/// reference dots of Q4_0, Q4_1 and IQ4_NL.
+pub(crate) fn dot_nibbles(qs: &[u8; 16], a: &[i8; 32], level: impl Fn(u8) -> i32) -> i32 {
+    let mut sumi = 0i32;
+    for (j, &q) in qs.iter().enumerate() {
+        sumi += level(q & 0x0F) * a[j] as i32 + level(q >> 4) * a[j + 16] as i32;
+    }
+    sumi
+}
+
+/// `Σ w·a` of a block's weights `w` (as i32) and its activation codes, exact in int32.
+pub(crate) fn dot_codes(w: impl IntoIterator<Item = i32>, a: &[i8]) -> i32 {
+    w.into_iter().zip(a).map(|(w, &a)| w * a as i32).sum()
 }
 
 /// The outer loop of every scalar reference `vec_dot`: `block_dot` of each weight block

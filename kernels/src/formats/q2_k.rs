@@ -11,6 +11,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::kquant::QK_K;
 use super::q8_k::BlockQ8K;
 use super::sum_block_dots;
@@ -39,8 +40,7 @@ fn codes(b: &BlockQ2K) -> [u8; QK_K] {
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q2_K`.
 pub fn dequantize_row(blocks: &[BlockQ2K], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK_K);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
         let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
         let q = codes(b);
         for (g, &sc) in b.scales.iter().enumerate() {
@@ -49,7 +49,7 @@ pub fn dequantize_row(blocks: &[BlockQ2K], out: &mut [f32]) {
                 y[e] = dl * q[e] as f32 - ml;
             }
         }
-    }
+    })
 }
 
 /// Scalar reference dot product of Q2_K weights with Q8_K activations

@@ -12,6 +12,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::kquant::QK_K;
 use super::q8_k::BlockQ8K;
 use super::sum_block_dots;
@@ -29,15 +30,19 @@ const _: () = assert!(std::mem::size_of::<BlockQ3K>() == 110);
 
 /// The 16 sub-block scales, already offset to -32..=31.
 pub fn scales(b: &BlockQ3K) -> [i8; 16] {
-    std::array::from_fn(|g| {
-        let low = if g < 8 {
-            b.scales[g] & 0xF
-        } else {
-            b.scales[g - 8] >> 4
-        };
-        let high = (b.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
-        (low | (high << 4)) as i8 - 32
-    })
+    std::array::from_fn(|g| scale(b, g))
+}
+
+/// Sub-block `g`'s scale (`g < 16`), offset to -32..=31: 4 low bits from `scales[g % 8]`
+/// (low nibble for `g < 8`), 2 high bits from `scales[8 + g % 4]`.
+pub fn scale(b: &BlockQ3K, g: usize) -> i8 {
+    let low = if g < 8 {
+        b.scales[g] & 0xF
+    } else {
+        b.scales[g - 8] >> 4
+    };
+    let high = (b.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+    (low | (high << 4)) as i8 - 32
 }
 
 /// The 256 signed codes (-4..=3) in element order.
@@ -57,14 +62,13 @@ fn codes(b: &BlockQ3K) -> [i8; QK_K] {
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q3_K`.
 pub fn dequantize_row(blocks: &[BlockQ3K], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK_K);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
         let d_all = b.d.to_f32();
         let (sc, q) = (scales(b), codes(b));
         for e in 0..QK_K {
             y[e] = d_all * sc[e / 16] as f32 * q[e] as f32;
         }
-    }
+    })
 }
 
 /// Scalar reference dot product of Q3_K weights with Q8_K activations: an exact integer

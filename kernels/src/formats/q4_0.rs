@@ -9,6 +9,7 @@ use half::f16;
 
 use super::q8_0::BlockQ8_0;
 use super::sum_block_dots;
+use super::{decode_blocks, decode_nibbles, dot_nibbles};
 
 /// Elements per block.
 pub const QK4_0: usize = 32;
@@ -25,14 +26,10 @@ const _: () = assert!(std::mem::size_of::<BlockQ4_0>() == 18);
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q4_0`.
 pub fn dequantize_row(blocks: &[BlockQ4_0], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK4_0);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK4_0)) {
+    decode_blocks(blocks, out, QK4_0, |b, y| {
         let d = b.d.to_f32();
-        for (j, &q) in b.qs.iter().enumerate() {
-            y[j] = ((q & 0x0F) as i32 - 8) as f32 * d;
-            y[j + QK4_0 / 2] = ((q >> 4) as i32 - 8) as f32 * d;
-        }
-    }
+        decode_nibbles(&b.qs, y, |q| (q as i32 - 8) as f32 * d);
+    })
 }
 
 /// `quantize_row_q4_0_ref`: `d = max / -8` where `max` is the element of largest
@@ -53,7 +50,7 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ4_0]) {
 
 /// The element of largest magnitude (the first of equals; 0 for an empty or all-zero
 /// block), with ggml's comparison (`amax < |v|`) so NaN inputs are skipped the same way.
-/// Shared with Q5_0.
+/// Shared with Q5_0, Q8_K and the K-quants' `make_qx_quants`.
 pub(crate) fn max_by_magnitude(xb: &[f32]) -> f32 {
     let mut amax = 0.0f32;
     let mut max = 0.0f32;
@@ -70,12 +67,7 @@ pub(crate) fn max_by_magnitude(xb: &[f32]) -> f32 {
 /// (`ggml_vec_dot_q4_0_q8_0_generic`): an exact int32 sum per block, scaled by both `d`s.
 pub fn vec_dot(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let mut sumi = 0i32;
-        for j in 0..QK4_0 / 2 {
-            let v0 = (x.qs[j] & 0x0F) as i32 - 8;
-            let v1 = (x.qs[j] >> 4) as i32 - 8;
-            sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK4_0 / 2] as i32;
-        }
+        let sumi = dot_nibbles(&x.qs, &y.qs, |q| q as i32 - 8);
         sumi as f32 * x.d.to_f32() * y.d.to_f32()
     })
 }

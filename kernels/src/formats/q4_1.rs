@@ -9,6 +9,7 @@ use half::f16;
 
 use super::q8_1::BlockQ8_1;
 use super::sum_block_dots;
+use super::{decode_blocks, decode_nibbles, dot_nibbles};
 
 /// Elements per block.
 pub const QK4_1: usize = 32;
@@ -26,14 +27,10 @@ const _: () = assert!(std::mem::size_of::<BlockQ4_1>() == 20);
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q4_1`.
 pub fn dequantize_row(blocks: &[BlockQ4_1], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK4_1);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK4_1)) {
+    decode_blocks(blocks, out, QK4_1, |b, y| {
         let (d, m) = (b.d.to_f32(), b.m.to_f32());
-        for (j, &q) in b.qs.iter().enumerate() {
-            y[j] = (q & 0x0F) as f32 * d + m;
-            y[j + QK4_1 / 2] = (q >> 4) as f32 * d + m;
-        }
-    }
+        decode_nibbles(&b.qs, y, |q| q as f32 * d + m);
+    })
 }
 
 /// `quantize_row_q4_1_ref`: `m = min`, `d = (max - min) / 15`,
@@ -73,11 +70,7 @@ pub(crate) fn min_max(xb: &[f32]) -> (f32, f32) {
 /// (`ggml_vec_dot_q4_1_q8_1_generic`): `d_w*d_a*Σ(q_w*q_a) + m*s` per block.
 pub fn vec_dot(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let mut sumi = 0i32;
-        for j in 0..QK4_1 / 2 {
-            sumi += (x.qs[j] & 0x0F) as i32 * y.qs[j] as i32;
-            sumi += (x.qs[j] >> 4) as i32 * y.qs[j + QK4_1 / 2] as i32;
-        }
+        let sumi = dot_nibbles(&x.qs, &y.qs, |q| q as i32);
         (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
     })
 }

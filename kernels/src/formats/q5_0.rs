@@ -11,6 +11,7 @@ use half::f16;
 use super::q4_0::max_by_magnitude;
 use super::q8_0::BlockQ8_0;
 use super::sum_block_dots;
+use super::{decode_blocks, dot_codes};
 
 /// Elements per block.
 pub const QK5_0: usize = 32;
@@ -53,13 +54,12 @@ pub(crate) fn pack_codes(q: &[u8; 32]) -> ([u8; 4], [u8; 16]) {
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q5_0`.
 pub fn dequantize_row(blocks: &[BlockQ5_0], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK5_0);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK5_0)) {
+    decode_blocks(blocks, out, QK5_0, |b, y| {
         let d = b.d.to_f32();
         for (y, q) in y.iter_mut().zip(codes(b.qh, &b.qs)) {
             *y = (q as i32 - 16) as f32 * d;
         }
-    }
+    })
 }
 
 /// `quantize_row_q5_0_ref`: `d = max / -16` (`max` the element of largest magnitude),
@@ -82,11 +82,7 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ5_0]) {
 /// (`ggml_vec_dot_q5_0_q8_0_generic`).
 pub fn vec_dot(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let sumi: i32 = codes(x.qh, &x.qs)
-            .iter()
-            .zip(&y.qs)
-            .map(|(&q, &v)| (q as i32 - 16) * v as i32)
-            .sum();
+        let sumi = dot_codes(codes(x.qh, &x.qs).map(|q| q as i32 - 16), &y.qs);
         (x.d.to_f32() * y.d.to_f32()) * sumi as f32
     })
 }

@@ -11,6 +11,7 @@ use super::q4_1::min_max;
 use super::q5_0::{codes, pack_codes};
 use super::q8_1::BlockQ8_1;
 use super::sum_block_dots;
+use super::{decode_blocks, dot_codes};
 
 /// Elements per block.
 pub const QK5_1: usize = 32;
@@ -29,13 +30,12 @@ const _: () = assert!(std::mem::size_of::<BlockQ5_1>() == 24);
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q5_1`.
 pub fn dequantize_row(blocks: &[BlockQ5_1], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK5_1);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK5_1)) {
+    decode_blocks(blocks, out, QK5_1, |b, y| {
         let (d, m) = (b.d.to_f32(), b.m.to_f32());
         for (y, q) in y.iter_mut().zip(codes(b.qh, &b.qs)) {
             *y = q as f32 * d + m;
         }
-    }
+    })
 }
 
 /// `quantize_row_q5_1_ref`: `m = min`, `d = (max - min) / 31`,
@@ -60,11 +60,7 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ5_1]) {
 /// (`ggml_vec_dot_q5_1_q8_1_generic`): `d_w*d_a*Σ(q_w*q_a) + m*s` per block.
 pub fn vec_dot(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let sumi: i32 = codes(x.qh, &x.qs)
-            .iter()
-            .zip(&y.qs)
-            .map(|(&q, &v)| q as i32 * v as i32)
-            .sum();
+        let sumi = dot_codes(codes(x.qh, &x.qs).map(|q| q as i32), &y.qs);
         (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32()
     })
 }

@@ -8,6 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::kquant::{dequantize_k4, quantize_k4, vec_dot_k4, QK_K};
 use super::q8_k::BlockQ8K;
 use super::sum_block_dots;
@@ -40,10 +41,9 @@ fn codes(b: &BlockQ5K) -> [u8; QK_K] {
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q5_K`.
 pub fn dequantize_row(blocks: &[BlockQ5K], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK_K);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
         dequantize_k4(b.d, b.dmin, &b.scales, &codes(b), y);
-    }
+    })
 }
 
 /// `quantize_row_q5_K_ref`: as Q4_K with 32 levels and a narrower scale search

@@ -11,6 +11,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::kquant::{make_qx_quants, nearest_int, GROUP_MAX_EPS, QK_K};
 use super::q8_k::BlockQ8K;
 use super::sum_block_dots;
@@ -46,13 +47,12 @@ fn codes(b: &BlockQ6K) -> [i8; QK_K] {
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q6_K`.
 pub fn dequantize_row(blocks: &[BlockQ6K], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK_K);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
         let d = b.d.to_f32();
         for (e, q) in codes(b).into_iter().enumerate() {
             y[e] = d * b.scales[e / 16] as f32 * q as f32;
         }
-    }
+    })
 }
 
 /// `quantize_row_q6_K_ref`: per 16-element sub-block a symmetric fit

@@ -7,6 +7,7 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::sum_block_dots;
+use super::{decode_blocks, dot_codes};
 
 /// Elements per block.
 pub const QK8_0: usize = 32;
@@ -23,10 +24,9 @@ const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == 34);
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`), as
 /// `dequantize_row_q8_0`.
 pub fn dequantize_row(blocks: &[BlockQ8_0], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK8_0);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK8_0)) {
+    decode_blocks(blocks, out, QK8_0, |b, y| {
         decode_codes(b.d, &b.qs, y);
-    }
+    })
 }
 
 /// `y = q * d` for one block of 8-bit codes (Q8_0 and Q8_1 alike).
@@ -74,11 +74,7 @@ fn c_max(a: f32, b: f32) -> f32 {
 /// (`ggml_vec_dot_q8_0_q8_0_generic`).
 pub fn vec_dot(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     sum_block_dots(w, a, |x, y| {
-        let sumi: i32 =
-            x.qs.iter()
-                .zip(&y.qs)
-                .map(|(&p, &q)| p as i32 * q as i32)
-                .sum();
+        let sumi = dot_codes(x.qs.map(|p| p as i32), &y.qs);
         sumi as f32 * (x.d.to_f32() * y.d.to_f32())
     })
 }

@@ -7,6 +7,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::decode_blocks;
 use super::q8_0::{decode_codes, quantize_block};
 
 /// Elements per block.
@@ -24,10 +25,9 @@ const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == 36);
 
 /// Decodes `blocks` into `out` (`out.len() == 32 * blocks.len()`): `q * d`, `s` unused.
 pub fn dequantize_row(blocks: &[BlockQ8_1], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK8_1);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK8_1)) {
+    decode_blocks(blocks, out, QK8_1, |b, y| {
         decode_codes(b.d, &b.qs, y);
-    }
+    })
 }
 
 /// `quantize_row_q8_1_ref`: as Q8_0 (`d = amax/127`, `q = round(x/d)`), plus

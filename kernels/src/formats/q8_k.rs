@@ -7,6 +7,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::decode_blocks;
 use super::kquant::{nearest_int, QK_K};
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
@@ -22,12 +23,11 @@ const _: () = assert!(std::mem::size_of::<BlockQ8K>() == 292);
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q8_K`.
 pub fn dequantize_row(blocks: &[BlockQ8K], out: &mut [f32]) {
-    assert_eq!(out.len(), blocks.len() * QK_K);
-    for (b, y) in blocks.iter().zip(out.chunks_exact_mut(QK_K)) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
         for (y, &q) in y.iter_mut().zip(&b.qs) {
             *y = b.d * q as f32;
         }
-    }
+    })
 }
 
 /// `quantize_row_q8_K_ref`: `d = max / -127` (`max` the element of largest magnitude,
@@ -37,15 +37,8 @@ pub fn dequantize_row(blocks: &[BlockQ8K], out: &mut [f32]) {
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ8K]) {
     assert_eq!(x.len(), out.len() * QK_K);
     for (xb, b) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
-        let mut max = 0.0f32;
-        let mut amax = 0.0f32;
-        for &v in xb {
-            if v.abs() > amax {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        if amax == 0.0 {
+        let max = super::q4_0::max_by_magnitude(xb);
+        if max.abs() == 0.0 {
             *b = BlockQ8K::zeroed();
             continue;
         }

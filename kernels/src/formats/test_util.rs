@@ -57,11 +57,7 @@ impl Rng {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        super::splitmix::next(&mut self.0)
     }
 
     /// Uniform in [-1, 1).
@@ -190,23 +186,26 @@ impl<B: Pod> Codec<B> {
     }
 }
 
-/// Every block format's codec (the decode-only ones panic if asked to quantize).
-pub const Q4_0: Codec<q4_0::BlockQ4_0> =
-    Codec::new(q4_0::QK4_0, q4_0::quantize_row, q4_0::dequantize_row);
-pub const Q4_1: Codec<q4_1::BlockQ4_1> =
-    Codec::new(q4_1::QK4_1, q4_1::quantize_row, q4_1::dequantize_row);
-pub const Q5_0: Codec<q5_0::BlockQ5_0> =
-    Codec::new(q5_0::QK5_0, q5_0::quantize_row, q5_0::dequantize_row);
-pub const Q5_1: Codec<q5_1::BlockQ5_1> =
-    Codec::new(q5_1::QK5_1, q5_1::quantize_row, q5_1::dequantize_row);
-pub const Q8_0: Codec<q8_0::BlockQ8_0> =
-    Codec::new(q8_0::QK8_0, q8_0::quantize_row, q8_0::dequantize_row);
-pub const Q8_1: Codec<q8_1::BlockQ8_1> =
-    Codec::new(q8_1::QK8_1, q8_1::quantize_row, q8_1::dequantize_row);
-pub const Q4_K: Codec<q4_k::BlockQ4K> = Codec::new(QK_K, q4_k::quantize_row, q4_k::dequantize_row);
-pub const Q5_K: Codec<q5_k::BlockQ5K> = Codec::new(QK_K, q5_k::quantize_row, q5_k::dequantize_row);
-pub const Q6_K: Codec<q6_k::BlockQ6K> = Codec::new(QK_K, q6_k::quantize_row, q6_k::dequantize_row);
-pub const Q8_K: Codec<q8_k::BlockQ8K> = Codec::new(QK_K, q8_k::quantize_row, q8_k::dequantize_row);
+/// `pub const $name: Codec<$m::$block>` for formats that quantize, `$qk` elements a block.
+macro_rules! codecs {
+    ($($name:ident = $m:ident::$block:ident, $qk:expr;)*) => {$(
+        pub const $name: Codec<$m::$block> = Codec::new($qk, $m::quantize_row, $m::dequantize_row);
+    )*};
+}
+
+// Every block format's codec (the decode-only ones panic if asked to quantize).
+codecs! {
+    Q4_0 = q4_0::BlockQ4_0, q4_0::QK4_0;
+    Q4_1 = q4_1::BlockQ4_1, q4_1::QK4_1;
+    Q5_0 = q5_0::BlockQ5_0, q5_0::QK5_0;
+    Q5_1 = q5_1::BlockQ5_1, q5_1::QK5_1;
+    Q8_0 = q8_0::BlockQ8_0, q8_0::QK8_0;
+    Q8_1 = q8_1::BlockQ8_1, q8_1::QK8_1;
+    Q4_K = q4_k::BlockQ4K, QK_K;
+    Q5_K = q5_k::BlockQ5K, QK_K;
+    Q6_K = q6_k::BlockQ6K, QK_K;
+    Q8_K = q8_k::BlockQ8K, QK_K;
+}
 pub const Q2_K: Codec<q2_k::BlockQ2K> = Codec::decode_only(QK_K, q2_k::dequantize_row);
 pub const Q3_K: Codec<q3_k::BlockQ3K> = Codec::decode_only(QK_K, q3_k::dequantize_row);
 pub const IQ4_NL: Codec<iq4_nl::BlockIq4Nl> =

@@ -3,7 +3,7 @@
 //! products each (`maddubs` + `madd`), converted to f32 and fused-multiply-added into an
 //! eight-lane accumulator with the block's scale product; [`hsum8`] at the end.
 
-use super::{fma_lanes, h2f, sum_lanes};
+use super::{fma_lanes, h2f, sum_lanes, sum_lanes_q8_0};
 use crate::formats::q4_1::BlockQ4_1;
 use crate::formats::q8_0::BlockQ8_0;
 use crate::formats::q8_1::BlockQ8_1;
@@ -45,9 +45,6 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q8_0_q8_0_body(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    sum_lanes(x, y, "vec_dot_q8_0_q8_0", |bx, by, acc| {
-        let d = h2f(bx.d) * h2f(by.d);
-        let w: [i32; 32] = std::array::from_fn(|k| bx.qs[k] as i32);
-        fma_lanes(acc, d, &w, &by.qs);
-    })
+    let codes = |b: &BlockQ8_0| std::array::from_fn(|k| b.qs[k] as i32);
+    sum_lanes_q8_0(x, y, "vec_dot_q8_0_q8_0", |b| b.d, codes)
 }

@@ -71,6 +71,24 @@ pub(crate) fn fma_lanes(acc: &mut [f32; 8], d: f32, w: &[i32; 32], a: &[i8; 32])
     }
 }
 
+/// [`sum_lanes`] for symmetric weights (`d(block)` the fp16 scale, `codes(block)` the 32
+/// signed codes) against Q8_0 activations (Q4_0, Q5_0, Q8_0): per block, [`fma_lanes`] with
+/// `GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d)` (sgemm: `da * db` with
+/// A the weights: the same product).
+#[inline(always)]
+pub(crate) fn sum_lanes_q8_0<W>(
+    x: &[W],
+    y: &[crate::formats::q8_0::BlockQ8_0],
+    what: &str,
+    d: impl Fn(&W) -> half::f16,
+    codes: impl Fn(&W) -> [i32; 32],
+) -> f32 {
+    sum_lanes(x, y, what, |bx, by, acc| {
+        let d = h2f(d(bx)) * h2f(by.d);
+        fma_lanes(acc, d, &codes(bx), &by.qs);
+    })
+}
+
 /// The block loop of ggml's eight-lane vector dots: `block(bx, by, acc)` for each pair of
 /// blocks, in order, then [`hsum8`] of the lanes. `what` names the dot in the length check.
 #[inline(always)]
@@ -113,6 +131,21 @@ pub(crate) struct Route<W, A> {
     pub dot: fn(&[W], &[A]) -> f32,
 }
 
+// Two function pointers: copied whatever `W` and `A` are (a derive would ask them to be
+// `Copy`).
+impl<W, A> Clone for Route<W, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<W, A> Copy for Route<W, A> {}
+
+impl<W, A> Route<W, A> {
+    pub(crate) fn new(quantize: fn(&[f32], &mut [A]), dot: fn(&[W], &[A]) -> f32) -> Self {
+        Route { quantize, dot }
+    }
+}
+
 /// The whole `mul_mat` as `forward_mul_mat` runs it: `w` holds `n_rows` rows of `k / qk`
 /// blocks, `x` holds `n_tokens` rows of `k` floats; token `t` takes `route(t, n_tokens)`.
 /// Returns `out[token * n_rows + row]`.
@@ -146,15 +179,12 @@ pub(crate) fn groups_of_four<W, A>(
     grouped: Route<W, A>,
     single: Route<W, A>,
 ) -> impl Fn(usize, usize) -> Route<W, A> {
-    move |t, n_tokens| match t < n_tokens - n_tokens % 4 {
-        true => Route {
-            quantize: grouped.quantize,
-            dot: grouped.dot,
-        },
-        false => Route {
-            quantize: single.quantize,
-            dot: single.dot,
-        },
+    move |t, n_tokens| {
+        if t < n_tokens - n_tokens % 4 {
+            grouped
+        } else {
+            single
+        }
     }
 }
 

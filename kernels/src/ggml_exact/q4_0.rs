@@ -27,7 +27,7 @@
 //! [`vec_dot_q4_0_q8_0`], a different rounding from the repacked kernels (eight partial
 //! accumulators and a horizontal sum instead of one accumulator of whole-block sums).
 
-use super::{fma_lanes, groups_of_four, h2f, mul_mat_by_route, sum_lanes, Route};
+use super::{groups_of_four, h2f, mul_mat_by_route, sum_lanes_q8_0, Route};
 use crate::formats::q4_0::{BlockQ4_0, QK4_0};
 use crate::formats::q8_0::BlockQ8_0;
 
@@ -102,10 +102,7 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q4_0_q8_0_body(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    sum_lanes(x, y, "vec_dot_q4_0_q8_0", |bx, by, acc| {
-        let d = h2f(bx.d) * h2f(by.d);
-        fma_lanes(acc, d, &codes(bx), &by.qs);
-    })
+    sum_lanes_q8_0(x, y, "vec_dot_q4_0_q8_0", |b| b.d, codes)
 }
 
 /// The whole repacked `mul_mat` for `w` (`n_rows` rows of `k / 32` blocks, `n_rows % 8 ==
@@ -114,14 +111,8 @@ fn vec_dot_q4_0_q8_0_body(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 /// `ggml_quantize_mat_q8_0_4x8` + gemm, the rest through `quantize_row_q8_0` + gemv.
 /// Returns `out[token * n_rows + row]`.
 pub fn mul_mat_q4_0_repacked(w: &[BlockQ4_0], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    let grouped = Route {
-        quantize: quantize_row_q8_0_4x8,
-        dot: gemm_q4_0_8x8_q8_0,
-    };
-    let single = Route {
-        quantize: quantize_row_q8_0,
-        dot: gemv_q4_0_8x8_q8_0,
-    };
+    let grouped = Route::new(quantize_row_q8_0_4x8, gemm_q4_0_8x8_q8_0);
+    let single = Route::new(quantize_row_q8_0, gemv_q4_0_8x8_q8_0);
     mul_mat_by_route(w, n_rows, x, (k, QK4_0), groups_of_four(grouped, single))
 }
 
@@ -129,9 +120,6 @@ pub fn mul_mat_q4_0_repacked(w: &[BlockQ4_0], n_rows: usize, x: &[f32], k: usize
 /// and every output through [`vec_dot_q4_0_q8_0`] (one token: `ggml_vec_dot`; more:
 /// llamafile's sgemm tiles, the same per-output sum). Returns `out[token * n_rows + row]`.
 pub fn mul_mat_q4_0_plain(w: &[BlockQ4_0], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    let route = |_, _| Route {
-        quantize: quantize_row_q8_0,
-        dot: vec_dot_q4_0_q8_0,
-    };
+    let route = |_, _| Route::new(quantize_row_q8_0, vec_dot_q4_0_q8_0);
     mul_mat_by_route(w, n_rows, x, (k, QK4_0), route)
 }

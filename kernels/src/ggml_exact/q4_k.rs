@@ -86,13 +86,7 @@ fn gemm_q4_k_8x8_q8_k_body(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
 /// four through `ggml_quantize_mat_q8_K_4x8` + gemm, the rest through `quantize_row_q8_K`
 /// + gemv. Returns `out[token * n_rows + row]`.
 pub fn mul_mat_q4_k_repacked(w: &[BlockQ4K], n_rows: usize, x: &[f32], k: usize) -> Vec<f32> {
-    let grouped = Route {
-        quantize: quantize_row_q8_k_4x8,
-        dot: gemm_q4_k_8x8_q8_k,
-    };
-    let single = Route {
-        quantize: quantize_row_q8_k,
-        dot: gemv_q4_k_8x8_q8_k,
-    };
+    let grouped = Route::new(quantize_row_q8_k_4x8, gemm_q4_k_8x8_q8_k);
+    let single = Route::new(quantize_row_q8_k, gemv_q4_k_8x8_q8_k);
     mul_mat_by_route(w, n_rows, x, (k, QK_K), groups_of_four(grouped, single))
 }

@@ -7,7 +7,7 @@
 //! the tiles only change which outputs share loads, never one output's sum order). So
 //! this one function is the twin of both the decode and the prompt path.
 
-use super::{fma_lanes, h2f, sum_lanes};
+use super::sum_lanes_q8_0;
 use crate::formats::q5_0::BlockQ5_0;
 use crate::formats::q8_0::BlockQ8_0;
 
@@ -38,10 +38,5 @@ super::fma_clone! {
 
 #[inline(always)]
 fn vec_dot_q5_0_q8_0_body(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
-    sum_lanes(x, y, "vec_dot_q5_0_q8_0", |bx, by, acc| {
-        // `GGML_CPU_FP16_TO_FP32(x[ib].d) * GGML_CPU_FP16_TO_FP32(y[ib].d)` (sgemm: `da * db`
-        // with A the weights: the same product).
-        let d = h2f(bx.d) * h2f(by.d);
-        fma_lanes(acc, d, &codes(bx), &by.qs);
-    })
+    sum_lanes_q8_0(x, y, "vec_dot_q5_0_q8_0", |b| b.d, codes)
 }

@@ -13,7 +13,7 @@ use crate::formats::q8_k::BlockQ8K;
 /// the low nibbles of `ql[64j+32..]`, then the high nibbles of each, with bits 0-1, 2-3,
 /// 4-5, 6-7 of `qh[32j..]` on top.
 #[inline]
-fn code(b: &BlockQ6K, e: usize) -> i32 {
+pub(super) fn code(b: &BlockQ6K, e: usize) -> i32 {
     let (j, quarter, l) = (e / 128, (e % 128) / 32, e % 32);
     let ql = b.ql[64 * j + 32 * (quarter % 2) + l];
     let lo = if quarter < 2 { ql & 0x0F } else { ql >> 4 };

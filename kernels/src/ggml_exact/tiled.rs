@@ -72,16 +72,11 @@ pub fn takes_tiled_path(n_tokens: usize) -> bool {
     n_tokens >= TILED_MIN_BATCH
 }
 
-/// Q6_K element `e` as the tiled unpack lays it out (same order as the reference:
-/// per 128-half `j`, quarters = low nibbles of `ql[64j..+32]`, of `ql[64j+32..]`, high
-/// nibbles of each, with bit pairs 0-1, 2-3, 4-5, 6-7 of `qh[32j..]` on top), debiased.
+/// Q6_K element `e` as the tiled unpack lays it out (the same order as the reference and
+/// the vector dot, [`super::q6_k::code`]), debiased.
 #[inline]
 fn q6_weight(b: &BlockQ6K, e: usize) -> i32 {
-    let (j, quarter, l) = (e / 128, (e % 128) / 32, e % 32);
-    let ql = b.ql[64 * j + 32 * (quarter % 2) + l];
-    let lo = if quarter < 2 { ql & 0x0F } else { ql >> 4 };
-    let hi = (b.qh[32 * j + l] >> (2 * quarter)) & 3;
-    (lo | (hi << 4)) as i32 - 32
+    super::q6_k::code(b, e) - 32
 }
 
 /// Q4_K/Q5_K element `e` (sub-block `e / 32`): low nibbles of `qs[32i..]` for sub-block
@@ -164,6 +159,54 @@ fn fold(a: &[BlockQ8K], res: impl Fn(usize) -> f32) -> f32 {
     acc
 }
 
+/// [`fold`] of [`block_sym`] over the blocks of weight row `w` (of block type `B`):
+/// `d(block)` its fp16 scale, `scale(block, s)` sub-block `s`'s integer scale and
+/// `weight(block, e)` element `e`'s weight.
+#[inline(always)]
+fn dot_sym<B>(
+    (w, a): (&[B], &[BlockQ8K]),
+    subblk: usize,
+    d: impl Fn(&B) -> half::f16,
+    scale: impl Fn(&B, usize) -> i32,
+    weight: impl Fn(&B, usize) -> i32,
+) -> f32 {
+    fold(a, |b| {
+        let bw = &w[b];
+        block_sym(
+            h2f(d(bw)),
+            subblk,
+            &a[b],
+            |s| scale(bw, s),
+            |e| weight(bw, e),
+        )
+    })
+}
+
+/// [`fold`] of [`block_min`], as [`dot_sym`] for [`block_sym`]: `d(block)` its fp16
+/// `(d, dmin)`, `scale_min(block, s)` sub-block `s`'s scale and min, `code(block, e)`
+/// element `e`'s code.
+#[inline(always)]
+fn dot_min<B>(
+    (w, a): (&[B], &[BlockQ8K]),
+    subblk: usize,
+    d: impl Fn(&B) -> (half::f16, half::f16),
+    scale_min: impl Fn(&B, usize) -> (i32, i32),
+    code: impl Fn(&B, usize) -> i32,
+) -> f32 {
+    fold(a, |b| {
+        let bw = &w[b];
+        let (d, dmin) = d(bw);
+        block_min(
+            h2f(d),
+            h2f(dmin),
+            subblk,
+            &a[b],
+            |s| scale_min(bw, s),
+            |e| code(bw, e),
+        )
+    })
+}
+
 super::fma_clone! {
     /// One output of the tiled Q6_K matmul: weight row `w` against one token's Q8_K blocks.
     pub fn dot_tiled_q6_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 => dot_tiled_q6_k_body
@@ -172,55 +215,48 @@ super::fma_clone! {
 #[inline(always)]
 fn dot_tiled_q6_k_body(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q6_K x q8_K: block counts");
-    fold(a, |b| {
-        let bw = &w[b];
-        block_sym(
-            h2f(bw.d),
-            16,
-            &a[b],
-            |s| bw.scales[s] as i32,
-            |e| q6_weight(bw, e),
-        )
-    })
+    dot_sym(
+        (w, a),
+        16,
+        |bw| bw.d,
+        |bw, s| bw.scales[s] as i32,
+        q6_weight,
+    )
 }
 
 /// One output of the tiled Q4_K matmul (non-repacked weights).
 pub fn dot_tiled_q4_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q4_K x q8_K: block counts");
     dot_q45(
-        a,
-        |b| (w[b].d, w[b].dmin, &w[b].scales),
-        |b, e| q4_code(&w[b].qs, e),
+        (w, a),
+        |bw| (bw.d, bw.dmin, &bw.scales),
+        |bw, e| q4_code(&bw.qs, e),
     )
-}
-
-/// Q4_K and Q5_K share the block layout of scales (`d`, `dmin`, 12 packed 6-bit scale/min
-/// bytes, sub-blocks of 32); `head(b)` gives block `b`'s, `code(b, e)` its element `e`.
-fn dot_q45<'w>(
-    a: &[BlockQ8K],
-    head: impl Fn(usize) -> (half::f16, half::f16, &'w [u8; 12]),
-    code: impl Fn(usize, usize) -> i32,
-) -> f32 {
-    fold(a, |b| {
-        let (d, dmin, scales) = head(b);
-        block_min(
-            h2f(d),
-            h2f(dmin),
-            32,
-            &a[b],
-            |s| q45_scale_min(scales, s),
-            |e| code(b, e),
-        )
-    })
 }
 
 /// One output of the tiled Q5_K matmul.
 pub fn dot_tiled_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q5_K x q8_K: block counts");
-    dot_q45(
-        a,
-        |b| (w[b].d, w[b].dmin, &w[b].scales),
-        |b, e| q4_code(&w[b].qs, e) | ((((w[b].qh[e % 32] >> (e / 32)) & 1) as i32) << 4),
+    let code = |bw: &BlockQ5K, e: usize| {
+        q4_code(&bw.qs, e) | ((((bw.qh[e % 32] >> (e / 32)) & 1) as i32) << 4)
+    };
+    dot_q45((w, a), |bw| (bw.d, bw.dmin, &bw.scales), code)
+}
+
+/// [`dot_min`] for Q4_K and Q5_K, which share the block layout of scales (`d`, `dmin`, 12
+/// packed 6-bit scale/min bytes, sub-blocks of 32): `head(block)` gives them.
+#[inline(always)]
+fn dot_q45<B>(
+    wa: (&[B], &[BlockQ8K]),
+    head: impl Fn(&B) -> (half::f16, half::f16, &[u8; 12]),
+    code: impl Fn(&B, usize) -> i32,
+) -> f32 {
+    dot_min(
+        wa,
+        32,
+        |bw| (head(bw).0, head(bw).1),
+        |bw, s| q45_scale_min(head(bw).2, s),
+        code,
     )
 }
 
@@ -228,49 +264,31 @@ pub fn dot_tiled_q5_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
 /// 2 low bits | hmask bit << 2; scale = 6-bit value - 32).
 pub fn dot_tiled_q3_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q3_K x q8_K: block counts");
-    fold(a, |b| {
-        let bw = &w[b];
-        block_sym(
-            h2f(bw.d),
-            16,
-            &a[b],
-            |g| {
-                let lo = if g < 8 {
-                    bw.scales[g] & 0xF
-                } else {
-                    bw.scales[g - 8] >> 4
-                };
-                let hi = (bw.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
-                (lo | (hi << 4)) as i32 - 32
-            },
-            |e| {
-                let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
-                let lo = (bw.qs[32 * half + l] >> (2 * group)) & 3;
-                let hi = (bw.hmask[l] >> (4 * half + group)) & 1;
-                (lo | (hi << 2)) as i32 - 4
-            },
-        )
-    })
+    let scale = |bw: &BlockQ3K, g: usize| crate::formats::q3_k::scale(bw, g) as i32;
+    let weight = |bw: &BlockQ3K, e: usize| {
+        let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
+        let lo = (bw.qs[32 * half + l] >> (2 * group)) & 3;
+        let hi = (bw.hmask[l] >> (4 * half + group)) & 1;
+        (lo | (hi << 2)) as i32 - 4
+    };
+    dot_sym((w, a), 16, |bw| bw.d, scale, weight)
 }
 
 /// One output of the tiled Q2_K matmul (`HAS_MIN`, sub-blocks of 16: scale = low nibble,
 /// min = high nibble of `scales[s]`).
 pub fn dot_tiled_q2_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled q2_K x q8_K: block counts");
-    fold(a, |b| {
-        let bw = &w[b];
-        block_min(
-            h2f(bw.d),
-            h2f(bw.dmin),
-            16,
-            &a[b],
-            |s| ((bw.scales[s] & 0xF) as i32, (bw.scales[s] >> 4) as i32),
-            |e| {
-                let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
-                ((bw.qs[32 * half + l] >> (2 * group)) & 3) as i32
-            },
-        )
-    })
+    let code = |bw: &BlockQ2K, e: usize| {
+        let (half, group, l) = (e / 128, (e % 128) / 32, e % 32);
+        ((bw.qs[32 * half + l] >> (2 * group)) & 3) as i32
+    };
+    dot_min(
+        (w, a),
+        16,
+        |bw| (bw.d, bw.dmin),
+        |bw, s| ((bw.scales[s] & 0xF) as i32, (bw.scales[s] >> 4) as i32),
+        code,
+    )
 }
 
 /// One output of the tiled IQ4_XS matmul (`BIAS = 128` without `ACTBIAS`: the sign trick,
@@ -278,25 +296,18 @@ pub fn dot_tiled_q2_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
 /// level, scale = `ls - 32`).
 pub fn dot_tiled_iq4_xs(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
     assert_eq!(w.len(), a.len(), "tiled iq4_xs x q8_K: block counts");
-    fold(a, |b| {
-        let bw = &w[b];
-        block_sym(
-            h2f(bw.d),
-            32,
-            &a[b],
-            |s| {
-                let lo = (bw.scales_l[s / 2] >> (4 * (s % 2))) & 0xF;
-                let hi = ((bw.scales_h >> (2 * s)) & 3) as u8;
-                (lo | (hi << 4)) as i32 - 32
-            },
-            |e| {
-                let (s, j) = (e / 32, e % 32);
-                let byte = bw.qs[16 * s + j % 16];
-                let q = if j < 16 { byte & 0xF } else { byte >> 4 };
-                KVALUES_IQ4NL[q as usize] as i32
-            },
-        )
-    })
+    let scale = |bw: &BlockIq4Xs, s: usize| {
+        let lo = (bw.scales_l[s / 2] >> (4 * (s % 2))) & 0xF;
+        let hi = ((bw.scales_h >> (2 * s)) & 3) as u8;
+        (lo | (hi << 4)) as i32 - 32
+    };
+    let weight = |bw: &BlockIq4Xs, e: usize| {
+        let (s, j) = (e / 32, e % 32);
+        let byte = bw.qs[16 * s + j % 16];
+        let q = if j < 16 { byte & 0xF } else { byte >> 4 };
+        KVALUES_IQ4NL[q as usize] as i32
+    };
+    dot_sym((w, a), 32, |bw| bw.d, scale, weight)
 }
 
 /// The whole tiled `mul_mat`: every token quantized with `quantize_row_q8_K` and every
@@ -308,10 +319,7 @@ fn mul_mat_tiled<W>(
     k: usize,
     dot: fn(&[W], &[BlockQ8K]) -> f32,
 ) -> Vec<f32> {
-    let route = |_, _| Route {
-        quantize: quantize_row_q8_k,
-        dot,
-    };
+    let route = |_, _| Route::new(quantize_row_q8_k, dot);
     mul_mat_by_route(w, n_rows, x, (k, QK_K), route)
 }
 

@@ -32,8 +32,28 @@ pub struct Chunk<'a, S> {
     pub act: &'a QuantizedActivation,
     /// The chunk's first token.
     pub start: usize,
-    /// [`Kernels::stage`]'s output for the chunk.
+    /// [`Stage::stage`]'s output for the chunk.
     pub staged: &'a S,
+}
+
+/// What an ISA's tiles read from a token chunk besides the activation rows, rewritten for
+/// every chunk: it depends on the activation alone, not on the ISA that reads it.
+pub trait Stage: Default {
+    /// Prepares the chunk `rows` (tiles of `tt`) for a call over `tokens` tokens.
+    fn stage(
+        &mut self,
+        layout: Layout,
+        act: &QuantizedActivation,
+        rows: Range<usize>,
+        tt: usize,
+        tokens: usize,
+    );
+}
+
+/// Nothing besides the rows (the ARM tiles).
+impl Stage for () {
+    #[inline(always)]
+    fn stage(&mut self, _: Layout, _: &QuantizedActivation, _: Range<usize>, _: usize, _: usize) {}
 }
 
 /// One ISA's matmul operations. A value is the proof that the CPU runs them (only the ISA's
@@ -42,22 +62,12 @@ pub trait Kernels: Copy {
     /// The 8 f32 outputs of one panel for one token.
     type Rows: Copy;
     /// Per-chunk activation data the tiles read besides the rows (x86: interleaved records).
-    type Staged: Default;
+    type Staged: Stage;
     /// Runs [`drive::<Self, L>`](drive) inside a `#[target_feature]` function of this ISA.
     fn run<const L: u8>(self, job: Job);
     /// Activation rows per weight-panel pass for `layout` in a call over `tokens` tokens
     /// (at most 8).
     fn token_tile(self, layout: Layout, tokens: usize) -> usize;
-    /// Prepares the chunk `rows` (tiles of `tt`) for a call over `tokens` tokens.
-    fn stage(
-        self,
-        layout: Layout,
-        act: &QuantizedActivation,
-        rows: Range<usize>,
-        tt: usize,
-        tokens: usize,
-        staged: &mut Self::Staged,
-    );
     /// The outputs of internal panel `p` of `w` (stored as `Layout::ALL[L]`) for tokens
     /// `t..t+N`. The layout is a const generic, not a value, so that an ISA whose tiles are
     /// `#[inline(always)]` (ARM) compiles only layout `L`'s tile into `drive::<_, L>`: with
@@ -132,7 +142,7 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
     let mut c0 = tokens.start;
     while c0 < tokens.end {
         let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
-        k.stage(layout, act, c0..c1, tt, tokens.len(), &mut staged);
+        staged.stage(layout, act, c0..c1, tt, tokens.len());
         let chunk = Chunk {
             act,
             start: c0,

@@ -48,6 +48,15 @@ pub use packed::{Kind, Layout, PackError, PackOptions, PackedMatrix, PANEL, QK, 
 use crate::Isa;
 use std::ops::Range;
 
+/// That `w` is a gate/up pair exactly when the entry point is one of the SwiGLU ones.
+fn check_kind(w: &PackedMatrix, swiglu: bool) {
+    assert_eq!(
+        matches!(w.kind, Kind::SwiGlu),
+        swiglu,
+        "a gate/up (SwiGlu) matrix needs gemv_swiglu/gemm_swiglu, and only it"
+    );
+}
+
 fn check(
     w: &PackedMatrix,
     act: &QuantizedActivation,
@@ -55,13 +64,7 @@ fn check(
     out_len: usize,
     ld: usize,
     panels: &Range<usize>,
-    swiglu: bool,
 ) {
-    assert_eq!(
-        matches!(w.kind, Kind::SwiGlu),
-        swiglu,
-        "a gate/up (SwiGlu) matrix needs gemv_swiglu/gemm_swiglu, and only it"
-    );
     assert_eq!(
         act.cols(),
         w.cols,
@@ -89,8 +92,9 @@ fn check(
     assert!(out_len >= need, "output of {out_len} < {need}");
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run(
+/// [`gemm`] over the activation rows `tokens` only (output row `t - tokens.start`): lets a
+/// pool split prefill by tokens as well as by panels. Every entry point is this one call.
+pub fn gemm_tokens(
     w: &PackedMatrix,
     act: &QuantizedActivation,
     tokens: Range<usize>,
@@ -98,9 +102,9 @@ fn run(
     ld: usize,
     panels: Range<usize>,
     isa: Isa,
-    swiglu: bool,
 ) {
-    check(w, act, &tokens, out.len(), ld, &panels, swiglu);
+    let swiglu = matches!(w.kind, Kind::SwiGlu);
+    check(w, act, &tokens, out.len(), ld, &panels);
     let job = driver::Job {
         w,
         act,
@@ -139,70 +143,55 @@ fn token<T>(isa: Isa, t: Option<T>) -> T {
     t.unwrap_or_else(|| panic!("{isa} kernels requested on a CPU without {isa}"))
 }
 
-/// `out[r - 8·panels.start] = Σ_c W[r][c] · x[c]` for the output rows of `panels`, with
-/// `x` the **first** row of `act`. `out.len()` must be at least `w.rows_in(panels)`.
-pub fn gemv(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    out: &mut [f32],
-    panels: Range<usize>,
-    isa: Isa,
-) {
-    let n = w.rows_in(panels.clone());
-    run(w, act, 0..1, out, n, panels, isa, false)
+/// The two entry points of one kind of matrix (plain, or a gate/up pair when `$swiglu`):
+/// `$gemv` over the first activation row (output rows packed, `ld = rows_in(panels)`) and
+/// `$gemm` over every row, each one [`gemm_tokens`] once the kind is checked.
+macro_rules! entry_points {
+    ($swiglu:literal, $(#[$gemv_doc:meta])* $gemv:ident, $(#[$gemm_doc:meta])* $gemm:ident) => {
+        $(#[$gemv_doc])*
+        pub fn $gemv(
+            w: &PackedMatrix,
+            act: &QuantizedActivation,
+            out: &mut [f32],
+            panels: Range<usize>,
+            isa: Isa,
+        ) {
+            check_kind(w, $swiglu);
+            let n = w.rows_in(panels.clone());
+            gemm_tokens(w, act, 0..1, out, n, panels, isa)
+        }
+
+        $(#[$gemm_doc])*
+        pub fn $gemm(
+            w: &PackedMatrix,
+            act: &QuantizedActivation,
+            out: &mut [f32],
+            ld: usize,
+            panels: Range<usize>,
+            isa: Isa,
+        ) {
+            check_kind(w, $swiglu);
+            gemm_tokens(w, act, 0..act.rows(), out, ld, panels, isa)
+        }
+    };
 }
 
-/// Every row of `act` times the matrix: `out[t·ld + r - 8·panels.start]`. Each weight panel
-/// is loaded once per tile of activation rows (4 on AVX2 / dotprod / i8mm, 2 on plain
-/// NEON).
-pub fn gemm(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    isa: Isa,
-) {
-    run(w, act, 0..act.rows(), out, ld, panels, isa, false)
-}
+entry_points!(
+    false,
+    /// `out[r - 8·panels.start] = Σ_c W[r][c] · x[c]` for the output rows of `panels`, with
+    /// `x` the **first** row of `act`. `out.len()` must be at least `w.rows_in(panels)`.
+    gemv,
+    /// Every row of `act` times the matrix: `out[t·ld + r - 8·panels.start]`. Each weight panel
+    /// is loaded once per tile of activation rows (4 on AVX2 / dotprod / i8mm, 2 on plain
+    /// NEON).
+    gemm
+);
 
-/// [`gemm`] over the activation rows `tokens` only (output row `t - tokens.start`): lets a
-/// pool split prefill by tokens as well as by panels.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_tokens(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    tokens: Range<usize>,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    isa: Isa,
-) {
-    let swiglu = matches!(w.kind, Kind::SwiGlu);
-    run(w, act, tokens, out, ld, panels, isa, swiglu)
-}
-
-/// For a [`PackedMatrix::pack_swiglu`] pair: `out[r - 8·panels.start] =
-/// silu(gate_r · x) · (up_r · x)`, `x` the first row of `act`.
-pub fn gemv_swiglu(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    out: &mut [f32],
-    panels: Range<usize>,
-    isa: Isa,
-) {
-    let n = w.rows_in(panels.clone());
-    run(w, act, 0..1, out, n, panels, isa, true)
-}
-
-/// [`gemv_swiglu`] for every row of `act`, laid out as in [`gemm`].
-pub fn gemm_swiglu(
-    w: &PackedMatrix,
-    act: &QuantizedActivation,
-    out: &mut [f32],
-    ld: usize,
-    panels: Range<usize>,
-    isa: Isa,
-) {
-    run(w, act, 0..act.rows(), out, ld, panels, isa, true)
-}
+entry_points!(
+    true,
+    /// For a [`PackedMatrix::pack_swiglu`] pair: `out[r - 8·panels.start] =
+    /// silu(gate_r · x) · (up_r · x)`, `x` the first row of `act`.
+    gemv_swiglu,
+    /// [`gemv_swiglu`] for every row of `act`, laid out as in [`gemm`].
+    gemm_swiglu
+);

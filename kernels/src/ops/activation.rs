@@ -113,45 +113,34 @@ fn unary_inplace_with(isa: Isa, op: Unary, x: &mut [f32]) {
     }
 }
 
-/// `out[i] = silu(x[i])` on level `isa`.
-pub fn silu_with(isa: Isa, x: &[f32], out: &mut [f32]) {
-    unary_with(isa, Unary::Silu, x, out)
+/// The four entry points of one [`Unary`] op: `$with` (`out[i] = op(x[i])` on level `isa`),
+/// `$plain` (that on [`Isa::active`]) and the in-place `$inplace_with` and `$inplace`.
+macro_rules! unary_fns {
+    ($op:ident, $name:literal: $with:ident, $plain:ident, $inplace_with:ident, $inplace:ident) => {
+        #[doc = concat!("`out[i] = ", $name, "(x[i])` on level `isa`.")]
+        pub fn $with(isa: Isa, x: &[f32], out: &mut [f32]) {
+            unary_with(isa, Unary::$op, x, out)
+        }
+
+        #[doc = concat!("[`", stringify!($with), "`] on [`Isa::active`].")]
+        pub fn $plain(x: &[f32], out: &mut [f32]) {
+            $with(Isa::active(), x, out)
+        }
+
+        #[doc = concat!("`x[i] = ", $name, "(x[i])` in place on level `isa`.")]
+        pub fn $inplace_with(isa: Isa, x: &mut [f32]) {
+            unary_inplace_with(isa, Unary::$op, x)
+        }
+
+        #[doc = concat!("[`", stringify!($inplace_with), "`] on [`Isa::active`].")]
+        pub fn $inplace(x: &mut [f32]) {
+            $inplace_with(Isa::active(), x)
+        }
+    };
 }
 
-/// [`silu_with`] on [`Isa::active`].
-pub fn silu(x: &[f32], out: &mut [f32]) {
-    silu_with(Isa::active(), x, out)
-}
-
-/// SiLU in place.
-pub fn silu_inplace_with(isa: Isa, x: &mut [f32]) {
-    unary_inplace_with(isa, Unary::Silu, x)
-}
-
-/// [`silu_inplace_with`] on [`Isa::active`].
-pub fn silu_inplace(x: &mut [f32]) {
-    silu_inplace_with(Isa::active(), x)
-}
-
-/// `out[i] = gelu(x[i])` on level `isa`.
-pub fn gelu_with(isa: Isa, x: &[f32], out: &mut [f32]) {
-    unary_with(isa, Unary::Gelu, x, out)
-}
-
-/// [`gelu_with`] on [`Isa::active`].
-pub fn gelu(x: &[f32], out: &mut [f32]) {
-    gelu_with(Isa::active(), x, out)
-}
-
-/// GELU in place.
-pub fn gelu_inplace_with(isa: Isa, x: &mut [f32]) {
-    unary_inplace_with(isa, Unary::Gelu, x)
-}
-
-/// [`gelu_inplace_with`] on [`Isa::active`].
-pub fn gelu_inplace(x: &mut [f32]) {
-    gelu_inplace_with(Isa::active(), x)
-}
+unary_fns!(Silu, "silu": silu_with, silu, silu_inplace_with, silu_inplace);
+unary_fns!(Gelu, "gelu": gelu_with, gelu, gelu_inplace_with, gelu_inplace);
 
 /// `out[i] = silu(gate[i]) * up[i]` on level `isa` (llama.cpp `swiglu_split`).
 pub fn swiglu_with(isa: Isa, gate: &[f32], up: &[f32], out: &mut [f32]) {

@@ -3,25 +3,25 @@
 // Each test file compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+#[path = "../../src/formats/splitmix.rs"]
+mod splitmix;
+
 #[path = "../../../tests/common/fixtures.rs"]
 mod fixtures;
 #[allow(unused_imports)]
 pub use fixtures::{cache_dir, fixture};
 
 use half::f16;
-use pocket_kernels::matmul::{gemm, PackedMatrix, QuantizedActivation};
+use pocket_kernels::matmul::{gemm, gemm_tokens, gemv, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
+use proptest::prelude::*;
 use std::path::PathBuf;
 
 /// SplitMix64: deterministic test data without dependencies.
 pub struct Rng(pub u64);
 impl Rng {
     pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        splitmix::next(&mut self.0)
     }
     /// Uniform in `[lo, hi)`.
     pub fn f(&mut self, lo: f32, hi: f32) -> f32 {
@@ -45,12 +45,23 @@ pub fn random_act(tokens: usize, cols: usize, rng: &mut Rng) -> Vec<f32> {
 
 /// The naive [tokens x rows] product `y[t·rows + r] = Σ_c w_r[c]·a_t[c]` in f64 and the
 /// matching `Σ|w·a|` magnitudes (for tolerances): `w_row(r)` is row r's decoded weights,
-/// `acts[t]` token t's decoded activation.
+/// `a_t` token t of `act` decoded, as the f32 row itself when `f32_rows` (F16 weights take
+/// it) and else from its int8 codes.
 pub fn naive_product(
+    act: &QuantizedActivation,
+    f32_rows: bool,
     rows: usize,
     w_row: impl Fn(usize) -> Vec<f64>,
-    acts: &[Vec<f32>],
 ) -> (Vec<f64>, Vec<f64>) {
+    let acts: Vec<Vec<f32>> = (0..act.rows())
+        .map(|t| {
+            if f32_rows {
+                act.row_f32(t).to_vec()
+            } else {
+                act.dequant_row(t)
+            }
+        })
+        .collect();
     let mut y = vec![0f64; acts.len() * rows];
     let mut mag = vec![0f64; acts.len() * rows];
     for r in 0..rows {
@@ -262,4 +273,40 @@ pub fn mul_mat_rows<W, A: Clone>(
         }
     }
     out
+}
+
+/// `w` times the first row of `act` by two gemv calls, over the panels before `split` and
+/// from it on: the rows of a panel range land where the whole gemv puts them.
+pub fn gemv_split(w: &PackedMatrix, act: &QuantizedActivation, split: usize, isa: Isa) -> Vec<f32> {
+    let mut g = vec![f32::NAN; w.rows];
+    let (lo, hi) = g.split_at_mut(w.rows_in(0..split));
+    gemv(w, act, lo, 0..split, isa);
+    gemv(w, act, hi, split..w.panels(), isa);
+    g
+}
+
+/// [`gemm_tokens`] over a token sub-range (from `seed`), the panels from `split` on and a
+/// wider `ld` equals `out`, the gemm of all of `act` (`ld = w.rows`), bit for bit.
+pub fn check_gemm_tokens(
+    w: &PackedMatrix,
+    act: &QuantizedActivation,
+    out: &[f32],
+    (split, seed): (usize, u64),
+    isa: Isa,
+) -> Result<(), TestCaseError> {
+    let (rows, tokens) = (w.rows, act.rows());
+    let t0 = (seed as usize / 7) % tokens;
+    let ld = rows + 3;
+    let mut part = vec![f32::NAN; (tokens - t0) * ld];
+    gemm_tokens(w, act, t0..tokens, &mut part, ld, split..w.panels(), isa);
+    let r0 = split * 8;
+    for t in t0..tokens {
+        for r in r0..rows {
+            prop_assert_eq!(
+                part[(t - t0) * ld + r - r0].to_bits(),
+                out[t * rows + r].to_bits()
+            );
+        }
+    }
+    Ok(())
 }

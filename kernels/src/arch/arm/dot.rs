@@ -38,19 +38,8 @@ pub unsafe fn usdot(acc: int32x4_t, a: uint8x16_t, b: int8x16_t) -> int32x4_t {
     acc
 }
 
-/// `smmla`: with `a` = rows (a0 = bytes 0..8, a1 = bytes 8..16) and `b` = columns (b0, b1
-/// likewise), `acc += [a0·b0, a0·b1, a1·b0, a1·b1]`.
-///
-/// # Safety
-/// The CPU has NEON and i8mm (`Isa::I8mm.is_available()`).
-#[inline]
-#[target_feature(enable = "neon,i8mm")]
-pub unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    let mut acc = acc;
-    asm!("smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b", acc = inout(vreg) acc, a = in(vreg) a,
-         b = in(vreg) b, options(pure, nomem, nostack, preserves_flags));
-    acc
-}
+/// `smmla` (a 2x8 by 8x2 tile): the matmul kernels' one, [`super::smmla`].
+pub use super::smmla;
 
 /// Scalar reference: `sum a[i] * b[i]` in i32.
 pub fn dot_i8_ref(a: &[i8], b: &[i8]) -> i32 {

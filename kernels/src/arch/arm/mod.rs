@@ -70,7 +70,6 @@ use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
 use crate::Isa;
 use std::arch::aarch64::*;
 use std::arch::asm;
-use std::ops::Range;
 
 /// The 8 rows of one panel: rows 0-3 and rows 4-7.
 pub type I32x8 = [int32x4_t; 2];
@@ -241,18 +240,6 @@ macro_rules! level_kernels {
             #[inline(always)]
             fn token_tile(self, _: Layout, _: usize) -> usize {
                 <$level as Core>::TILE
-            }
-
-            #[inline(always)]
-            fn stage(
-                self,
-                _: Layout,
-                _: &QuantizedActivation,
-                _: Range<usize>,
-                _: usize,
-                _: usize,
-                _: &mut (),
-            ) {
             }
 
             #[inline(always)]

@@ -28,29 +28,35 @@ pub fn attend_checked<R: KvRows>(
     }
 }
 
-/// # Safety
-/// The CPU supports AVX2, FMA and F16C. (Memory is reached through slices: shapes as
-/// `crate::attention::attend`, violations panic on bounds.)
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn attend<R: KvRows>(
-    kv: &R,
-    a: &QueryBlock,
-    out: &mut [f32],
-    s: &mut AttnScratch,
-    isa: Isa,
-) {
-    attend_body(kv, a, out, s, isa)
+/// `unsafe fn $name`: [`attend_body`] compiled with the target features `$features` (the
+/// two levels' roots differ in nothing else).
+macro_rules! attend_root {
+    ($(#[$doc:meta])* $name:ident, $features:literal) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        unsafe fn $name<R: KvRows>(
+            kv: &R,
+            a: &QueryBlock,
+            out: &mut [f32],
+            s: &mut AttnScratch,
+            isa: Isa,
+        ) {
+            attend_body(kv, a, out, s, isa)
+        }
+    };
 }
 
-/// # Safety
-/// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (Memory as [`attend`].)
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-unsafe fn attend_avx512<R: KvRows>(
-    kv: &R,
-    a: &QueryBlock,
-    out: &mut [f32],
-    s: &mut AttnScratch,
-    isa: Isa,
-) {
-    attend_body(kv, a, out, s, isa)
-}
+attend_root!(
+    /// # Safety
+    /// The CPU supports AVX2, FMA and F16C. (Memory is reached through slices: shapes as
+    /// `crate::attention::attend`, violations panic on bounds.)
+    attend,
+    "avx2,fma,f16c"
+);
+
+attend_root!(
+    /// # Safety
+    /// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (Memory as [`attend`].)
+    attend_avx512,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
+);

@@ -20,6 +20,30 @@
 // Kernels index several per-token arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
 
+/// The [`Kernels`] items every x86 level shares: rows of one `__m256` (8 f32), the chunk's
+/// interleaved records as what it stages, and the AVX2 `silu·mul` and store (each level's
+/// token proves AVX2 + FMA + F16C).
+macro_rules! avx2_rows {
+    () => {
+        type Rows = __m256;
+        /// The chunk's interleaved records ([`interleave`](crate::arch::x86::interleave));
+        /// empty when the tiles read rows.
+        type Staged = Vec<u8>;
+
+        #[inline(always)]
+        fn silu_mul(self, g: __m256, u: __m256) -> __m256 {
+            // SAFETY: the token proves the CPU features.
+            unsafe { $crate::arch::x86::silu_mul(g, u) }
+        }
+
+        #[inline(always)]
+        fn store8(self, v: __m256, out: &mut [f32; $crate::matmul::PANEL]) {
+            // SAFETY: the token proves the CPU features; `out` holds 8 f32.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) }
+        }
+    };
+}
+
 #[macro_use]
 mod step4;
 
@@ -38,8 +62,8 @@ pub mod q8_0;
 pub mod vnni;
 
 use crate::arch::TileRows;
-use crate::matmul::driver::{self, Chunk, Job, Kernels};
-use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL, QK};
+use crate::matmul::driver::{self, Chunk, Job, Kernels, Stage};
+use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, QK};
 pub use ops::Simd;
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -57,9 +81,7 @@ pub const fn token_tile(layout: Layout) -> usize {
 /// The matmul kernels on the [`Simd`] token (AVX2 + FMA + F16C), for
 /// [`crate::matmul::driver`].
 impl Kernels for Simd {
-    type Rows = __m256;
-    /// The chunk's interleaved records ([`interleave`]); empty when the tiles read rows.
-    type Staged = Vec<u8>;
+    avx2_rows!();
 
     #[inline(always)]
     fn run<const L: u8>(self, job: Job) {
@@ -84,21 +106,6 @@ impl Kernels for Simd {
     }
 
     #[inline(always)]
-    fn stage(
-        self,
-        layout: Layout,
-        act: &QuantizedActivation,
-        rows: Range<usize>,
-        tt: usize,
-        tokens: usize,
-        staged: &mut Vec<u8>,
-    ) {
-        if tokens > 1 && has_il(layout) {
-            interleave(act, rows, tt, staged);
-        }
-    }
-
-    #[inline(always)]
     fn tile<const L: u8, const N: usize>(
         self,
         w: &PackedMatrix,
@@ -107,30 +114,53 @@ impl Kernels for Simd {
         t: usize,
     ) -> [__m256; N] {
         let layout = Layout::ALL[L as usize];
-        // Q8_0 has an interleaved tile for 4 tokens only: a chunk's tail of 1-3 tokens
-        // reads the rows.
-        let src = if !chunk.staged.is_empty() && (N == 4 || layout != Layout::Q8_0) {
-            let rec = w.blocks() * IL_REC;
-            let at = (t - chunk.start) * rec;
-            Src::Il(&chunk.staged[at..at + N * rec])
-        } else {
-            Src::Rows(chunk.act, t)
-        };
+        let src = src::<N>(layout, w.blocks(), chunk, t);
         // SAFETY: the token proves the CPU features.
         unsafe { tile::<N>(layout, w, p, src) }
     }
+}
 
+/// The staged chunk's interleaved records ([`interleave`]) when the call is a prefill of a
+/// layout with interleaved tiles; else nothing (the tiles read the rows).
+impl Stage for Vec<u8> {
     #[inline(always)]
-    fn silu_mul(self, g: __m256, u: __m256) -> __m256 {
-        // SAFETY: the token proves the CPU features.
-        unsafe { silu_mul(g, u) }
+    fn stage(
+        &mut self,
+        layout: Layout,
+        act: &QuantizedActivation,
+        rows: Range<usize>,
+        tt: usize,
+        tokens: usize,
+    ) {
+        if tokens > 1 && has_il(layout) {
+            interleave(act, rows, tt, self);
+        }
     }
+}
 
-    #[inline(always)]
-    fn store8(self, v: __m256, out: &mut [f32; PANEL]) {
-        // SAFETY: the token proves the CPU features; `out` holds 8 f32.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) }
+/// Where the AVX2 tiles of `layout` (`nb` blocks) read tokens `t..t+N` of `chunk`: its
+/// interleaved records when it is staged, else the rows. Q8_0 has an interleaved tile for 4
+/// tokens only: a chunk's tail of 1-3 tokens reads the rows.
+#[inline(always)]
+fn src<'a, const N: usize>(
+    layout: Layout,
+    nb: usize,
+    chunk: &Chunk<'a, Vec<u8>>,
+    t: usize,
+) -> Src<'a> {
+    if !chunk.staged.is_empty() && (N == 4 || layout != Layout::Q8_0) {
+        Src::Il(record(chunk, nb, t, N))
+    } else {
+        Src::Rows(chunk.act, t)
     }
+}
+
+/// The interleaved records of tokens `t..t+n` of a staged chunk of `nb`-block rows.
+#[inline(always)]
+fn record<'a>(chunk: &Chunk<'a, Vec<u8>>, nb: usize, t: usize, n: usize) -> &'a [u8] {
+    let rec = nb * IL_REC;
+    let at = (t - chunk.start) * rec;
+    &chunk.staged[at..at + n * rec]
 }
 
 /// Runs `f` inside a function compiled with AVX2 + FMA when the CPU has them, else as is

@@ -25,14 +25,13 @@ pub mod lanes;
 pub mod q4;
 pub mod q8_0;
 
-use super::{has_il, interleave, Src, IL_REC};
+use super::{has_il, record};
 use crate::matmul::driver::{self, Chunk, Job, Kernels};
-use crate::matmul::{Layout, PackedMatrix, QuantizedActivation, PANEL};
+use crate::matmul::{Layout, PackedMatrix};
 use crate::Isa;
 use lanes::{Lanes, Y8, Z16};
 use q4::Panels;
 use std::arch::x86_64::*;
-use std::ops::Range;
 
 /// One VNNI level: its `vpdpbusd` encoding, its tile width, and the `#[target_feature]`
 /// root that compiles the driver and every tile for it.
@@ -65,6 +64,24 @@ pub trait Dp: Copy + Send + Sync + 'static {
     }
 }
 
+/// [`Dp::drive`] of level `$level`: [`driver::drive`] inside a root compiled with the
+/// level's target features `$features` (the levels' roots differ in nothing else).
+macro_rules! drive_in_root {
+    ($level:ident, $features:literal) => {
+        #[inline(always)]
+        fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
+            /// # Safety
+            /// The CPU supports the level's features (`$features`).
+            #[target_feature(enable = $features)]
+            unsafe fn root<const L: u8>(k: Vnni<$level>, job: Job) {
+                driver::drive::<Vnni<$level>, L>(k, job)
+            }
+            // SAFETY: the token proves the CPU features.
+            unsafe { root::<L>(k, job) }
+        }
+    };
+}
+
 /// AVX-512 F/BW/VL + VNNI: EVEX `vpdpbusd` on ymm registers, 32 of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Avx512;
@@ -77,17 +94,7 @@ pub struct AvxVnni;
 impl Dp for Avx512 {
     const TOKENS: usize = 8;
 
-    #[inline(always)]
-    fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
-        /// # Safety
-        /// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL/VNNI.
-        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-        unsafe fn root<const L: u8>(k: Vnni<Avx512>, job: Job) {
-            driver::drive::<Vnni<Avx512>, L>(k, job)
-        }
-        // SAFETY: the token proves the CPU features.
-        unsafe { root::<L>(k, job) }
-    }
+    drive_in_root!(Avx512, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni");
 
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
@@ -118,17 +125,7 @@ impl Dp for Avx512 {
 impl Dp for AvxVnni {
     const TOKENS: usize = 4;
 
-    #[inline(always)]
-    fn drive<const L: u8>(k: Vnni<Self>, job: Job) {
-        /// # Safety
-        /// The CPU supports AVX2, FMA, F16C and AVX-VNNI.
-        #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-        unsafe fn root<const L: u8>(k: Vnni<AvxVnni>, job: Job) {
-            driver::drive::<Vnni<AvxVnni>, L>(k, job)
-        }
-        // SAFETY: the token proves the CPU features.
-        unsafe { root::<L>(k, job) }
-    }
+    drive_in_root!(AvxVnni, "avx2,fma,f16c,avxvnni");
 
     #[inline(always)]
     unsafe fn dpbusd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
@@ -169,9 +166,7 @@ const fn has_vnni(layout: Layout) -> bool {
 }
 
 impl<D: Dp> Kernels for Vnni<D> {
-    type Rows = __m256;
-    /// The chunk's interleaved records ([`interleave`]); empty when the tiles read rows.
-    type Staged = Vec<u8>;
+    avx2_rows!();
 
     #[inline(always)]
     fn run<const L: u8>(self, job: Job) {
@@ -184,21 +179,6 @@ impl<D: Dp> Kernels for Vnni<D> {
             true if has_vnni(layout) => D::TOKENS,
             true if has_il(layout) => 4,
             _ => super::token_tile(layout),
-        }
-    }
-
-    #[inline(always)]
-    fn stage(
-        self,
-        layout: Layout,
-        act: &QuantizedActivation,
-        rows: Range<usize>,
-        tt: usize,
-        tokens: usize,
-        staged: &mut Vec<u8>,
-    ) {
-        if tokens > 1 && has_il(layout) {
-            interleave(act, rows, tt, staged);
         }
     }
 
@@ -218,11 +198,7 @@ impl<D: Dp> Kernels for Vnni<D> {
             return unsafe { vnni_tile::<Y8<D>, N>(layout, panels(w, p), a, w.blocks()) };
         }
         // The AVX2 tiles (compiled into this level's root), as `super::Simd` picks them.
-        let src = if staged && (N == 4 || layout != Layout::Q8_0) {
-            Src::Il(record(chunk, w.blocks(), t, N))
-        } else {
-            Src::Rows(chunk.act, t)
-        };
+        let src = super::src::<N>(layout, w.blocks(), chunk, t);
         // SAFETY: the token proves the CPU features (a superset of AVX2's).
         unsafe { super::tile::<N>(layout, w, p, src) }
     }
@@ -251,18 +227,6 @@ impl<D: Dp> Kernels for Vnni<D> {
         let b = self.tile::<L, N>(w, p + 1, chunk, t);
         std::array::from_fn(|j| [a[j], b[j]])
     }
-
-    #[inline(always)]
-    fn silu_mul(self, g: __m256, u: __m256) -> __m256 {
-        // SAFETY: the token proves the CPU features.
-        unsafe { super::silu_mul(g, u) }
-    }
-
-    #[inline(always)]
-    fn store8(self, v: __m256, out: &mut [f32; PANEL]) {
-        // SAFETY: the token proves the CPU features; `out` holds 8 f32.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) }
-    }
 }
 
 /// Internal panel `p` of `w` and the panels after it (a 16-lane tile also reads `p + 1`).
@@ -275,14 +239,6 @@ fn panels(w: &PackedMatrix, p: usize) -> Panels<'_> {
         q_step: w.panel_quants(0).len(),
         s_step: w.panel_scales(0).len(),
     }
-}
-
-/// The interleaved records of tokens `t..t+n` of a staged chunk.
-#[inline(always)]
-fn record<'a>(chunk: &'a Chunk<Vec<u8>>, nb: usize, t: usize, n: usize) -> &'a [u8] {
-    let rec = nb * IL_REC;
-    let at = (t - chunk.start) * rec;
-    &chunk.staged[at..at + n * rec]
 }
 
 /// The VNNI tile of `layout` at width `L`.
