@@ -9,7 +9,7 @@ use pocket_model::gguf::GgufFile;
 use pocket_model::tokenizer::Tokenizer;
 
 mod common;
-use common::fixture;
+use common::{files_with_ext, fixture};
 
 fn template(model: &str, override_: Option<&str>) -> ChatTemplate {
     let g = GgufFile::open(fixture(model)).unwrap();
@@ -124,12 +124,7 @@ fn long_conversation(turns: usize, len: usize) -> Vec<ChatMessage> {
 fn llama_cpp_templates_render_within_limits() {
     use pocket_model::chat::ChatError;
     let dir = fixture("llama.cpp/models/templates");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jinja"))
-        .collect();
-    paths.sort();
+    let paths = files_with_ext(&dir, "jinja");
     // 161 messages, ~40k tokens (Reka-Edge, quadratic, would stop at ~200).
     let long = long_conversation(80, 1000);
     let mut rendered = 0;
@@ -166,6 +161,14 @@ const GEMMA7B_EXPECTED_JINJA: &str = "<start_of_turn>user\nYou are a helpful ass
 /// tests/test-chat-template.cpp, "Llama-3" `expected_output`.
 const LLAMA3_EXPECTED: &str = "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
 
+/// Built-in template `name` that strips a leading BOS text from what it renders, as llama.cpp's
+/// expected outputs are written.
+fn leading_bos_stripped(name: &str, bos: &str, eos: &str) -> ChatTemplate {
+    ChatTemplate::new(name, bos, eos)
+        .unwrap()
+        .with_strip(true, false)
+}
+
 #[test]
 fn chatml_builtin_matches_llama_cpp() {
     let t = ChatTemplate::new("chatml", "", "").unwrap();
@@ -176,9 +179,7 @@ fn chatml_builtin_matches_llama_cpp() {
 
 #[test]
 fn gemma_builtin_matches_llama_cpp() {
-    let t = ChatTemplate::new("gemma", "<bos>", "<eos>")
-        .unwrap()
-        .with_strip(true, false);
+    let t = leading_bos_stripped("gemma", "<bos>", "<eos>");
     assert_eq!(t.render(&conversation(), true).unwrap(), GEMMA_EXPECTED);
     // Without stripping, the BOS text leads.
     let t = ChatTemplate::new("gemma", "<bos>", "<eos>").unwrap();
@@ -189,9 +190,7 @@ fn gemma_builtin_matches_llama_cpp() {
 
 #[test]
 fn llama3_builtin_matches_llama_cpp() {
-    let t = ChatTemplate::new("llama3", "<|begin_of_text|>", "<|eot_id|>")
-        .unwrap()
-        .with_strip(true, false);
+    let t = leading_bos_stripped("llama3", "<|begin_of_text|>", "<|eot_id|>");
     assert_eq!(t.render(&conversation(), true).unwrap(), LLAMA3_EXPECTED);
     assert_incremental(&t, &conversation());
 }

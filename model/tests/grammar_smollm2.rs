@@ -18,7 +18,7 @@ use pocket_model::speculative::{NgramSimple, SpecParams, Speculator};
 use pocket_model::{Model, Session, SessionOptions};
 
 mod common;
-use common::{cache_dir, fixture};
+use common::{cache_dir, files_with_ext, fixture};
 
 fn smollm2() -> Model {
     Model::load_with(
@@ -138,12 +138,7 @@ fn every_llama_cpp_grammar_compiles_and_its_output_parses_under_it() {
     let m = smollm2();
     let vocab = GrammarVocab::new(&m.tokenizer).unwrap();
     let dir = fixture("llama.cpp/grammars");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "gbnf"))
-        .collect();
-    files.sort();
+    let files = files_with_ext(&dir, "gbnf");
     assert!(files.len() >= 8, "llama.cpp's grammars: {files:?}");
     let mut complete = Vec::new();
     for file in &files {

@@ -13,7 +13,7 @@ use pocket_model::tokenizer::Tokenizer;
 use sha2::{Digest, Sha256};
 
 mod common;
-use common::{cache_dir, fixture};
+use common::{fixture, llama_cpp_bin, run_ok};
 
 fn base_vocab() -> BaseVocab {
     let p = fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
@@ -293,12 +293,7 @@ fn shape_errors_are_clear() {
 /// llama.cpp loads and runs a tiny model of each architecture.
 #[test]
 fn llama_cpp_runs_tiny_models() {
-    let bin = cache_dir().join("llama.cpp-build/bin/llama-simple");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `bash compare/provision-llama.sh`",
-        bin.display()
-    );
+    let bin = llama_cpp_bin("llama-simple");
     let base = base_vocab();
     let dir = std::env::temp_dir().join(format!("pocket-synth-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -306,18 +301,13 @@ fn llama_cpp_runs_tiny_models() {
         for ty in [SynthType::Q4_1, SynthType::Q4_K_M] {
             let path = dir.join(format!("{}-{}.gguf", arch.name(), ty.name()));
             std::fs::write(&path, build(&tiny(arch), ty, 5, &base)).unwrap();
-            let out = Command::new(&bin)
-                .arg("-m")
-                .arg(&path)
-                .args(["-n", "4", "hello"])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "llama-simple failed on {} {}:\n{}",
-                arch.name(),
-                ty.name(),
-                String::from_utf8_lossy(&out.stderr)
+            let what = format!("llama-simple on {} {}", arch.name(), ty.name());
+            run_ok(
+                Command::new(&bin)
+                    .arg("-m")
+                    .arg(&path)
+                    .args(["-n", "4", "hello"]),
+                &what,
             );
         }
     }
@@ -328,12 +318,7 @@ fn llama_cpp_runs_tiny_models() {
 /// picks from an F16 file of the same shape.
 #[test]
 fn q4_k_m_types_match_llama_quantize() {
-    let bin = cache_dir().join("llama.cpp-build/bin/llama-quantize");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `bash compare/provision-llama.sh`",
-        bin.display()
-    );
+    let bin = llama_cpp_bin("llama-quantize");
     let base = base_vocab();
     let mut p = synth::preset("mnn-pocket-0.3b").unwrap();
     p.shape.layers = 8;
@@ -342,16 +327,9 @@ fn q4_k_m_types_match_llama_quantize() {
     std::fs::create_dir_all(&dir).unwrap();
     let (f16, lq) = (dir.join("f16.gguf"), dir.join("lq.gguf"));
     std::fs::write(&f16, build(&p, SynthType::F16, 1, &base)).unwrap();
-    let out = Command::new(&bin)
-        .arg(&f16)
-        .arg(&lq)
-        .arg("Q4_K_M")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new(&bin).arg(&f16).arg(&lq).arg("Q4_K_M"),
+        "llama-quantize",
     );
     let theirs = GgufFile::open(&lq).unwrap();
     let ours = Gguf::parse(build(&p, SynthType::Q4_K_M, 1, &base)).unwrap();

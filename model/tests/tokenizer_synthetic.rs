@@ -18,6 +18,13 @@ fn put_str(b: &mut Vec<u8>, s: &str) {
     b.extend_from_slice(s.as_bytes());
 }
 
+/// An array value's type (9), then its element type `elem` and length `len`.
+fn put_array_header(b: &mut Vec<u8>, elem: u32, len: usize) {
+    b.extend_from_slice(&9u32.to_le_bytes());
+    b.extend_from_slice(&elem.to_le_bytes());
+    b.extend_from_slice(&(len as u64).to_le_bytes());
+}
+
 /// A metadata-only GGUF v3.
 fn gguf(kvs: &[(&str, V)]) -> Gguf<Vec<u8>> {
     let mut b = b"GGUF".to_vec();
@@ -40,28 +47,18 @@ fn gguf(kvs: &[(&str, V)]) -> Gguf<Vec<u8>> {
                 b.extend_from_slice(&x.to_le_bytes());
             }
             V::Strs(a) => {
-                b.extend_from_slice(&9u32.to_le_bytes());
-                b.extend_from_slice(&8u32.to_le_bytes());
-                b.extend_from_slice(&(a.len() as u64).to_le_bytes());
+                put_array_header(&mut b, 8, a.len());
                 for s in *a {
                     put_str(&mut b, s);
                 }
             }
             V::I32s(a) => {
-                b.extend_from_slice(&9u32.to_le_bytes());
-                b.extend_from_slice(&5u32.to_le_bytes());
-                b.extend_from_slice(&(a.len() as u64).to_le_bytes());
-                for x in *a {
-                    b.extend_from_slice(&x.to_le_bytes());
-                }
+                put_array_header(&mut b, 5, a.len());
+                b.extend(a.iter().flat_map(|x| x.to_le_bytes()));
             }
             V::F32s(a) => {
-                b.extend_from_slice(&9u32.to_le_bytes());
-                b.extend_from_slice(&6u32.to_le_bytes());
-                b.extend_from_slice(&(a.len() as u64).to_le_bytes());
-                for x in *a {
-                    b.extend_from_slice(&x.to_le_bytes());
-                }
+                put_array_header(&mut b, 6, a.len());
+                b.extend(a.iter().flat_map(|x| x.to_le_bytes()));
             }
         }
     }

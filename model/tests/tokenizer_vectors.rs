@@ -70,6 +70,17 @@ fn show(tok: &Tokenizer, ids: &[u32]) -> String {
         .join(", ")
 }
 
+/// Where `got` is not `expected` for `input`: both, token by token, for a failure report.
+fn mismatch(tok: &Tokenizer, input: &str, expected: &[u32], got: &[u32]) -> Option<String> {
+    (got != expected).then(|| {
+        format!(
+            "  input    {input:?}\n  expected [{}]\n  got      [{}]",
+            show(tok, expected),
+            show(tok, got)
+        )
+    })
+}
+
 /// Runs every case of `ggml-vocab-{name}.gguf`; returns (passed, total).
 fn check_vocab(name: &str, roundtrip: bool) -> (usize, usize) {
     let base = format!("llama.cpp/models/ggml-vocab-{name}.gguf");
@@ -327,13 +338,7 @@ fn compare_with_llama_tokenize(model_rel: &str, prompts: &[&str], parse_special:
         let expected = llama_tokenize(&bin, &model, p, parse_special);
         // llama-tokenize: common_tokenize(vocab, prompt, add_special = add_bos, parse_special)
         let got = tok.encode(p, tok.add_bos(), parse_special);
-        if got != expected {
-            failures.push(format!(
-                "  input    {p:?}\n  expected [{}]\n  got      [{}]",
-                show(&tok, &expected),
-                show(&tok, &got)
-            ));
-        }
+        failures.extend(mismatch(&tok, p, &expected, &got));
     }
     assert!(
         failures.is_empty(),
@@ -385,13 +390,7 @@ fn compare_vector_inputs(model_rel: &str) {
             e.get(i).cloned().unwrap_or_default(),
             g.get(i).cloned().unwrap_or_default(),
         );
-        if ei != gi {
-            failures.push(format!(
-                "  input    {input:?}\n  expected [{}]\n  got      [{}]",
-                show(&tok, &ei),
-                show(&tok, &gi)
-            ));
-        }
+        failures.extend(mismatch(&tok, input, &ei, &gi));
     }
     panic!(
         "{model_rel}: tokens differ from llama-tokenize on the vector inputs:\n{}",

@@ -110,8 +110,25 @@ fn py_json(
         }
         Ok(())
     };
-    state.consume_fuel(1)?;
     let item_sep = if indent.is_some() { "," } else { ", " };
+    // `open`, the items (each on a line of its own when indenting), `close`.
+    type Item<'i> = dyn Fn(&mut String, &Value) -> Result<(), Error> + 'i;
+    let container = |out: &mut String, (open, close), items: &[Value], item: &Item| {
+        out.push(open);
+        for (i, x) in items.iter().enumerate() {
+            if i > 0 {
+                out.push_str(item_sep);
+            }
+            newline(out, depth + 1)?;
+            item(out, x)?;
+        }
+        if !items.is_empty() {
+            newline(out, depth)?;
+        }
+        out.push(close);
+        Ok::<(), Error>(())
+    };
+    state.consume_fuel(1)?;
     match v.kind() {
         ValueKind::Undefined | ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if v.is_true() { "true" } else { "false" }),
@@ -137,13 +154,8 @@ fn py_json(
             py_json_str(s, out)
         }
         ValueKind::Map => {
-            out.push('{');
             let keys: Vec<Value> = v.try_iter()?.collect();
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                newline(out, depth + 1)?;
+            container(out, ('{', '}'), &keys, &|out, k| {
                 match k.as_str() {
                     Some(s) => {
                         state.consume_fuel(s.len() as u64 / 64)?;
@@ -152,27 +164,14 @@ fn py_json(
                     None => py_json_str(&k.to_string(), out),
                 }
                 out.push_str(": ");
-                py_json(state, &v.get_item(k)?, indent, depth + 1, out)?;
-            }
-            if !keys.is_empty() {
-                newline(out, depth)?;
-            }
-            out.push('}');
+                py_json(state, &v.get_item(k)?, indent, depth + 1, out)
+            })?;
         }
         ValueKind::Seq | ValueKind::Iterable => {
-            out.push('[');
             let items: Vec<Value> = v.try_iter()?.collect();
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(item_sep);
-                }
-                newline(out, depth + 1)?;
-                py_json(state, item, indent, depth + 1, out)?;
-            }
-            if !items.is_empty() {
-                newline(out, depth)?;
-            }
-            out.push(']');
+            container(out, ('[', ']'), &items, &|out, item| {
+                py_json(state, item, indent, depth + 1, out)
+            })?;
         }
         _ => py_json_str(&v.to_string(), out),
     }

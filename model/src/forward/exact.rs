@@ -91,18 +91,13 @@ impl LayerOps for GgmlOps {
         false
     }
 
-    fn norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
-        out.resize(x.len(), 0.0);
-        for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
-            // ggml's rms_norm (f64 sum of f32 squares, one f32 scale, `(x*scale)*w`).
-            norm::rms_norm_ref(xr, w, eps, or);
-        }
+    fn norm_row(&self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+        // ggml's rms_norm (f64 sum of f32 squares, one f32 scale, `(x*scale)*w`).
+        norm::rms_norm_ref(x, w, eps, out);
     }
 
-    fn norm_rows_inplace(&self, x: &mut [f32], w: &[f32], eps: f32) {
-        for r in x.chunks_exact_mut(w.len()) {
-            norm::rms_norm_heads_ref(r, w, eps);
-        }
+    fn norm_row_inplace(&self, x: &mut [f32], w: &[f32], eps: f32) {
+        norm::rms_norm_heads_ref(x, w, eps);
     }
 
     fn norm_heads(&self, x: &mut [f32], w: &[f32], eps: f32) {

@@ -108,17 +108,12 @@ impl LayerOps for FastOps {
         true
     }
 
-    fn norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
-        out.resize(x.len(), 0.0);
-        for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
-            norm::rms_norm_with(self.isa, xr, w, eps, or);
-        }
+    fn norm_row(&self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+        norm::rms_norm_with(self.isa, x, w, eps, out);
     }
 
-    fn norm_rows_inplace(&self, x: &mut [f32], w: &[f32], eps: f32) {
-        for r in x.chunks_exact_mut(w.len()) {
-            norm::rms_norm_inplace_with(self.isa, r, w, eps);
-        }
+    fn norm_row_inplace(&self, x: &mut [f32], w: &[f32], eps: f32) {
+        norm::rms_norm_inplace_with(self.isa, x, w, eps);
     }
 
     fn norm_heads(&self, x: &mut [f32], w: &[f32], eps: f32) {

@@ -29,10 +29,23 @@ pub(super) trait LayerOps {
     /// dropping rows changes nothing; ggml's kernels pick their paths by row count, so its
     /// twin keeps every row, as llama.cpp does through attention.
     fn trims_last_layer(&self) -> bool;
+    /// `out` = the row `x` RMS-normed and scaled by `w`.
+    fn norm_row(&self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]);
+    /// The same in place.
+    fn norm_row_inplace(&self, x: &mut [f32], w: &[f32], eps: f32);
     /// `out` = each row of `x` RMS-normed and scaled by `w` (rows of `w.len()`).
-    fn norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>);
+    fn norm_rows(&self, x: &[f32], w: &[f32], eps: f32, out: &mut Vec<f32>) {
+        out.resize(x.len(), 0.0);
+        for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
+            self.norm_row(xr, w, eps, or);
+        }
+    }
     /// The same in place (gemma3's post-attention / post-FFN norms).
-    fn norm_rows_inplace(&self, x: &mut [f32], w: &[f32], eps: f32);
+    fn norm_rows_inplace(&self, x: &mut [f32], w: &[f32], eps: f32) {
+        for r in x.chunks_exact_mut(w.len()) {
+            self.norm_row_inplace(r, w, eps);
+        }
+    }
     /// Per-head RMSNorm of one row (qwen3 and gemma3's q/k norms).
     fn norm_heads(&self, x: &mut [f32], w: &[f32], eps: f32);
     /// RoPE of one row's heads at `pos`.
@@ -269,13 +282,8 @@ impl Walker<'_, '_> {
         } else {
             ops.linear(&mut cx, Op::OutProj, &w.wo, &b.att, live.len(), &mut b.o);
         }
-        cx.obs.step(Op::OutProj, "attn_out", l, &b.o);
-        if let Some(pn) = &w.post_attn_norm {
-            ops.norm_rows_inplace(&mut b.o, pn, c.eps);
-            cx.obs.step(Op::NormRope, "attn_post_norm", l, &b.o);
-        }
-        add(&mut b.x, &b.o);
-        cx.obs.step(Op::NormRope, "sa_out", l, &b.x);
+        let names = ["attn_out", "attn_post_norm", "sa_out"];
+        residual_add(ops, &mut cx, b, Op::OutProj, &w.post_attn_norm, names);
     }
 
     /// norm → gate/up → activation → down → (post-norm) → residual.
@@ -304,13 +312,8 @@ impl Walker<'_, '_> {
         } else {
             ops.linear(&mut cx, Op::Down, &w.down, &b.h, tn, &mut b.o);
         }
-        cx.obs.step(Op::Down, "ffn_out", l, &b.o);
-        if let Some(pn) = &w.post_ffw_norm {
-            ops.norm_rows_inplace(&mut b.o, pn, c.eps);
-            cx.obs.step(Op::NormRope, "ffn_post_norm", l, &b.o);
-        }
-        add(&mut b.x, &b.o);
-        cx.obs.step(Op::NormRope, "l_out", l, &b.x);
+        let names = ["ffn_out", "ffn_post_norm", "l_out"];
+        residual_add(ops, &mut cx, b, Op::Down, &w.post_ffw_norm, names);
     }
 
     /// Final norm → LM head (→ softcap) for rows `at` of `x`.
@@ -384,6 +387,26 @@ fn qk_into_cache<O: LayerOps>(
             .cache
             .write(l, r.pos, kr, &b.v[t * kvd..(t + 1) * kvd]);
     }
+}
+
+/// A block's end: its projection `b.o` (counted as `op`), post-normed where the layer has
+/// `post_norm` (gemma3), added to the residual stream `b.x`; traced as `names` in turn.
+fn residual_add<O: LayerOps>(
+    ops: &O,
+    cx: &mut Cx,
+    b: &mut Bufs,
+    op: Op,
+    post_norm: &Option<Vec<f32>>,
+    names: [&str; 3],
+) {
+    let l = cx.l;
+    cx.obs.step(op, names[0], l, &b.o);
+    if let Some(pn) = post_norm {
+        ops.norm_rows_inplace(&mut b.o, pn, cx.c.eps);
+        cx.obs.step(Op::NormRope, names[1], l, &b.o);
+    }
+    add(&mut b.x, &b.o);
+    cx.obs.step(Op::NormRope, names[2], l, &b.x);
 }
 
 pub(super) fn add(x: &mut [f32], y: &[f32]) {

@@ -166,6 +166,25 @@ fn median(sorted: &[f32]) -> f32 {
     }
 }
 
+/// The spread of `sorted` as llama.cpp reports it: maximum, the `upper` percentiles,
+/// median, the `lower` ones, minimum; `line(label, value)` writes each, labels 7 wide.
+fn spread_lines(
+    sorted: &[f32],
+    upper: &[(&str, f32)],
+    lower: &[(&str, f32)],
+    mut line: impl FnMut(&str, f32),
+) {
+    line("Maximum", sorted[sorted.len() - 1]);
+    for &(label, f) in upper {
+        line(&format!("{label:<7}"), percentile(sorted, f));
+    }
+    line("Median ", median(sorted));
+    for &(label, f) in lower {
+        line(&format!("{label:<7}"), percentile(sorted, f));
+    }
+    line("Minimum", sorted[0]);
+}
+
 /// The result of a KL-divergence run: (value, uncertainty) pairs as llama.cpp prints them.
 #[derive(Debug, Clone)]
 pub struct KldSummary {
@@ -259,25 +278,21 @@ impl KldSummary {
         let _ = writeln!(s);
         let _ = writeln!(s, "====== KL divergence statistics ======");
         let _ = writeln!(s, "Mean    KLD: {:10.6} ± {:10.6}", self.kld.0, self.kld.1);
-        let _ = writeln!(s, "Maximum KLD: {:10.6}", k[k.len() - 1]);
-        for (label, f) in [
+        let upper = [
             ("99.9%", 0.999),
             ("99.0%", 0.990),
             ("95.0%", 0.950),
             ("90.0%", 0.900),
-        ] {
-            let _ = writeln!(s, "{label}   KLD: {:10.6}", percentile(k, f));
-        }
-        let _ = writeln!(s, "Median  KLD: {:10.6}", median(k));
-        for (label, f) in [
+        ];
+        let lower = [
             ("10.0%", 0.100),
             (" 5.0%", 0.050),
             (" 1.0%", 0.010),
             (" 0.1%", 0.001),
-        ] {
-            let _ = writeln!(s, "{label}   KLD: {:10.6}", percentile(k, f));
-        }
-        let _ = writeln!(s, "Minimum KLD: {:10.6}", k[0]);
+        ];
+        spread_lines(k, &upper, &lower, |label, v| {
+            let _ = writeln!(s, "{label} KLD: {v:10.6}");
+        });
         let _ = writeln!(s);
         let _ = writeln!(s, "====== Token probability statistics ======");
         let _ = writeln!(
@@ -286,27 +301,12 @@ impl KldSummary {
             100.0 * self.p_diff.0,
             100.0 * self.p_diff.1
         );
-        let _ = writeln!(s, "Maximum Δp: {:6.3}%", 100.0 * dp[dp.len() - 1]);
-        for (label, f) in [
-            ("99.9%", 0.999),
-            ("99.0%", 0.990),
-            ("95.0%", 0.950),
-            ("90.0%", 0.900),
-            ("75.0%", 0.750),
-        ] {
-            let _ = writeln!(s, "{label}   Δp: {:6.3}%", 100.0 * percentile(dp, f));
-        }
-        let _ = writeln!(s, "Median  Δp: {:6.3}%", 100.0 * median(dp));
-        for (label, f) in [
-            ("25.0%", 0.250),
-            ("10.0%", 0.100),
-            (" 5.0%", 0.050),
-            (" 1.0%", 0.010),
-            (" 0.1%", 0.001),
-        ] {
-            let _ = writeln!(s, "{label}   Δp: {:6.3}%", 100.0 * percentile(dp, f));
-        }
-        let _ = writeln!(s, "Minimum Δp: {:6.3}%", 100.0 * dp[0]);
+        // Δp adds the quartiles.
+        let upper = [upper.as_slice(), &[("75.0%", 0.750)]].concat();
+        let lower = [[("25.0%", 0.250)].as_slice(), &lower].concat();
+        spread_lines(dp, &upper, &lower, |label, v| {
+            let _ = writeln!(s, "{label} Δp: {:6.3}%", 100.0 * v);
+        });
         let _ = writeln!(
             s,
             "RMS Δp    : {:6.3} ± {:5.3} %",

@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::sync::OnceLock;
 
 use super::pretokenize::PreTokenizer;
-use super::symbol::{merge, Symbol};
+use super::symbol::{merge, push_chars, Symbol};
 use super::unicode::byte_to_char;
 use super::vocab::{StrTable, Vocab};
 
@@ -117,15 +117,7 @@ impl BpeSession<'_> {
                     n: word.len(),
                 });
             } else {
-                for (idx, (start, ch)) in (0i32..).zip(word.char_indices()) {
-                    let n = ch.len_utf8();
-                    symbols.push(Symbol {
-                        prev: idx - 1,
-                        next: if start + n == word.len() { -1 } else { idx + 1 },
-                        start,
-                        n,
-                    });
-                }
+                push_chars(word, &mut symbols);
             }
 
             let sym_text = |s: &Symbol| &word[s.start..s.start + s.n];

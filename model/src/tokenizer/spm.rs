@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::symbol::{merge, Symbol};
+use super::symbol::{merge, push_chars, Symbol};
 use super::vocab::Vocab;
 
 struct Bigram {
@@ -40,15 +40,7 @@ impl Ord for Bigram {
 /// Tokenizes `text` (spaces already escaped to ▁) into `out`.
 pub(crate) fn tokenize(vocab: &Vocab, text: &str, out: &mut Vec<u32>) {
     let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
-    for (idx, (start, ch)) in (0i32..).zip(text.char_indices()) {
-        let n = ch.len_utf8();
-        symbols.push(Symbol {
-            prev: idx - 1,
-            next: if start + n == text.len() { -1 } else { idx + 1 },
-            start,
-            n,
-        });
-    }
+    push_chars(text, &mut symbols);
 
     let mut heap = BinaryHeap::new();
     let try_add = |symbols: &[Symbol], heap: &mut BinaryHeap<Bigram>, left: i32, right: i32| {

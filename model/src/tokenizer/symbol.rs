@@ -11,6 +11,20 @@ pub(super) struct Symbol {
     pub n: usize,
 }
 
+/// Appends one symbol per character of `text` to `symbols`, linked in order (the start of
+/// both sessions).
+pub(super) fn push_chars(text: &str, symbols: &mut Vec<Symbol>) {
+    for (idx, (start, ch)) in (0i32..).zip(text.char_indices()) {
+        let n = ch.len_utf8();
+        symbols.push(Symbol {
+            prev: idx - 1,
+            next: if start + n == text.len() { -1 } else { idx + 1 },
+            start,
+            n,
+        });
+    }
+}
+
 /// Merges symbol `right` into its left neighbour `left`: `left` takes over its bytes and its
 /// `next` link, and `right` is left empty (the merge step of both sessions).
 pub(super) fn merge(symbols: &mut [Symbol], left: i32, right: i32) {

@@ -43,36 +43,28 @@ impl StrTable {
 
     /// Inserts `id` under `s`; an existing entry is replaced only if `overwrite`.
     pub fn insert<'k>(&mut self, s: &str, id: u32, overwrite: bool, key: impl Fn(u32) -> &'k str) {
-        let h = hash_bytes(s.as_bytes());
-        let tag = h & 0xFFFF_FFFF_0000_0000;
-        let mut i = h as usize & self.mask;
-        loop {
-            let cur = self.slots[i];
-            if cur == EMPTY {
-                self.slots[i] = tag | id as u64;
-                return;
-            }
-            if cur & 0xFFFF_FFFF_0000_0000 == tag && key(cur as u32) == s {
-                if overwrite {
-                    self.slots[i] = tag | id as u64;
-                }
-                return;
-            }
-            i = (i + 1) & self.mask;
+        let (i, tag) = self.probe(s, key);
+        if self.slots[i] == EMPTY || overwrite {
+            self.slots[i] = tag | id as u64;
         }
     }
 
     pub fn find<'k>(&self, s: &str, key: impl Fn(u32) -> &'k str) -> Option<u32> {
+        let (i, _) = self.probe(s, key);
+        let cur = self.slots[i];
+        (cur != EMPTY).then_some(cur as u32)
+    }
+
+    /// The slot holding `s`, or else the empty slot where it belongs; and `s`'s hash tag.
+    #[inline]
+    fn probe<'k>(&self, s: &str, key: impl Fn(u32) -> &'k str) -> (usize, u64) {
         let h = hash_bytes(s.as_bytes());
         let tag = h & 0xFFFF_FFFF_0000_0000;
         let mut i = h as usize & self.mask;
         loop {
             let cur = self.slots[i];
-            if cur == EMPTY {
-                return None;
-            }
-            if cur & 0xFFFF_FFFF_0000_0000 == tag && key(cur as u32) == s {
-                return Some(cur as u32);
+            if cur == EMPTY || (cur & 0xFFFF_FFFF_0000_0000 == tag && key(cur as u32) == s) {
+                return (i, tag);
             }
             i = (i + 1) & self.mask;
         }

@@ -9,7 +9,8 @@ mod fixtures;
 #[allow(unused_imports)]
 pub use fixtures::{cache_dir, fixture};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use pocket_model::{LoadOptions, Model, Numerics};
 
@@ -20,4 +21,37 @@ pub fn load_with_numerics(path: &Path, numerics: Numerics) -> Model {
         ..Default::default()
     };
     Model::load_with(path, options).unwrap()
+}
+
+/// llama.cpp's tool `name`, built by the provisioning script into the fixture cache.
+pub fn llama_cpp_bin(name: &str) -> PathBuf {
+    let bin = cache_dir().join("llama.cpp-build/bin").join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: run `bash compare/provision-llama.sh`",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs `cmd` to its end; a failure fails the test with `what` and its stderr.
+pub fn run_ok(cmd: &mut Command, what: &str) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The files in `dir` whose names end in `.{ext}`, sorted.
+pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    files
 }

@@ -60,6 +60,28 @@ fn for_each_piece(cpts: &[u32], offsets: &[usize], mut f: impl FnMut(&mut Piece)
     out
 }
 
+/// The outer loop of the gpt2 and llama3 matchers: token by token through each piece, a
+/// contraction (`ci`: case-insensitive) first, else `token(p, pos, cpt, flags)` matches
+/// one at `pos` and returns where the next starts.
+fn for_each_token(
+    cpts: &[u32],
+    offsets: &[usize],
+    ci: bool,
+    mut token: impl FnMut(&mut Piece, usize, u32, Flags) -> usize,
+) -> Vec<usize> {
+    for_each_piece(cpts, offsets, |p| {
+        let mut pos = p.ini;
+        while pos < p.end {
+            let n = contraction(p, pos, ci);
+            if n > 0 {
+                pos += p.add(pos + n);
+                continue;
+            }
+            pos = token(p, pos, p.cpt(pos), p.flags(pos));
+        }
+    })
+}
+
 fn is(c: u32, ch: char) -> bool {
     c == ch as u32
 }
@@ -86,67 +108,43 @@ fn contraction(p: &Piece, pos: usize, ci: bool) -> usize {
 
 /// GPT-2: `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 pub(super) fn split_gpt2(cpts: &[u32], offsets: &[usize]) -> Vec<usize> {
-    for_each_piece(cpts, offsets, |p| {
-        let mut pos = p.ini;
-        while pos < p.end {
-            let cpt = p.cpt(pos);
-            let fl = p.flags(pos);
-
-            let n = contraction(p, pos, false);
-            if n > 0 {
-                pos += p.add(pos + n);
-                continue;
-            }
-
-            let sp = is(cpt, ' ');
-            let mut f2 = if sp { p.flags(pos + 1) } else { fl };
-            if f2.is_letter() {
+    for_each_token(cpts, offsets, false, |p, mut pos, cpt, fl| {
+        // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`
+        let sp = is(cpt, ' ');
+        let f2 = if sp { p.flags(pos + 1) } else { fl };
+        let other = |f: Flags| !(f.is_whitespace() || f.is_letter() || f.is_number()) && f.any();
+        for class in [
+            Flags::is_letter as fn(Flags) -> bool,
+            Flags::is_number,
+            other,
+        ] {
+            if class(f2) {
                 pos += sp as usize;
-                while f2.is_letter() {
+                while class(p.flags(pos)) {
                     pos += 1;
-                    f2 = p.flags(pos);
                 }
                 p.add(pos);
-                continue;
+                return pos;
             }
-            if f2.is_number() {
-                pos += sp as usize;
-                while f2.is_number() {
-                    pos += 1;
-                    f2 = p.flags(pos);
-                }
-                p.add(pos);
-                continue;
-            }
-            let other =
-                |f: Flags| !(f.is_whitespace() || f.is_letter() || f.is_number()) && f.any();
-            if other(f2) {
-                pos += sp as usize;
-                while other(f2) {
-                    pos += 1;
-                    f2 = p.flags(pos);
-                }
-                p.add(pos);
-                continue;
-            }
-
-            let mut nws = 0;
-            while p.flags(pos + nws).is_whitespace() {
-                nws += 1;
-            }
-            if nws > 1 && p.cpt(pos + nws) != OUT_OF_RANGE {
-                pos += nws - 1;
-                p.add(pos);
-                continue;
-            }
-            if nws > 0 {
-                pos += nws;
-                p.add(pos);
-                continue;
-            }
-            pos += 1;
-            p.add(pos);
         }
+
+        let mut nws = 0;
+        while p.flags(pos + nws).is_whitespace() {
+            nws += 1;
+        }
+        if nws > 1 && p.cpt(pos + nws) != OUT_OF_RANGE {
+            pos += nws - 1;
+            p.add(pos);
+            return pos;
+        }
+        if nws > 0 {
+            pos += nws;
+            p.add(pos);
+            return pos;
+        }
+        pos += 1;
+        p.add(pos);
+        pos
     })
 }
 
@@ -159,54 +157,42 @@ pub(super) fn split_llama3(
     single_digits: bool,
     marks: bool,
 ) -> Vec<usize> {
-    for_each_piece(cpts, offsets, |p| {
-        let mut pos = p.ini;
-        while pos < p.end {
-            let cpt = p.cpt(pos);
-            let fl = p.flags(pos);
-
-            let n = contraction(p, pos, true);
-            if n > 0 {
-                pos += p.add(pos + n);
-                continue;
-            }
-
-            // [^\r\n\p{L}\p{N}]?\p{L}+ (qwen35: [\p{L}\p{M}]+)
-            let letter = |f: Flags| f.is_letter() || (marks && f.is_accent_mark());
-            if !(is(cpt, '\r') || is(cpt, '\n') || fl.is_number())
-                && (letter(fl) || letter(p.flags(pos + 1)))
-            {
+    for_each_token(cpts, offsets, true, |p, mut pos, cpt, fl| {
+        // [^\r\n\p{L}\p{N}]?\p{L}+ (qwen35: [\p{L}\p{M}]+)
+        let letter = |f: Flags| f.is_letter() || (marks && f.is_accent_mark());
+        if !(is(cpt, '\r') || is(cpt, '\n') || fl.is_number())
+            && (letter(fl) || letter(p.flags(pos + 1)))
+        {
+            pos += 1;
+            while letter(p.flags(pos)) {
                 pos += 1;
-                while letter(p.flags(pos)) {
-                    pos += 1;
-                }
-                p.add(pos);
-                continue;
             }
+            p.add(pos);
+            return pos;
+        }
 
-            if fl.is_number() {
-                if single_digits {
-                    pos += 1;
+        if fl.is_number() {
+            if single_digits {
+                pos += 1;
+                p.add(pos);
+                return pos;
+            }
+            let mut ini = pos;
+            while p.flags(pos).is_number() {
+                pos += 1;
+                if pos - ini >= 3 {
                     p.add(pos);
-                    continue;
+                    ini = pos;
                 }
-                let mut ini = pos;
-                while p.flags(pos).is_number() {
-                    pos += 1;
-                    if pos - ini >= 3 {
-                        p.add(pos);
-                        ini = pos;
-                    }
-                }
-                p.add(pos);
-                continue;
             }
+            p.add(pos);
+            return pos;
+        }
 
-            if punct_run(p, &mut pos, cpt, fl, marks) {
-                continue;
-            }
+        if !punct_run(p, &mut pos, cpt, fl, marks) {
             whitespace_tail(p, &mut pos);
         }
+        pos
     })
 }
 
