@@ -62,15 +62,25 @@ pub fn parse(text: &str, format: Format) -> Result<Vec<BenchRow>> {
 
 /// A row from a map of field -> value; `required` fields must be present.
 fn row_from_map(map: Map<String, Value>, required: &[&str], what: &str) -> Result<BenchRow> {
+    check_required(&map, required).map_err(|p| ParseError::new(what, p))?;
+    serde_json::from_value(Value::Object(map)).map_err(|e| ParseError::new(what, Problem::Json(e)))
+}
+
+/// Refuses `map` unless it has every `required` field (naming the missing ones).
+pub(crate) fn check_required(
+    map: &Map<String, Value>,
+    required: &[&str],
+) -> std::result::Result<(), Problem> {
     let missing: Vec<&str> = required
         .iter()
         .copied()
         .filter(|f| !map.contains_key(*f))
         .collect();
-    if !missing.is_empty() {
-        return Err(ParseError::new(what, Problem::Missing(missing.join(", "))));
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Problem::Missing(missing.join(", ")))
     }
-    serde_json::from_value(Value::Object(map)).map_err(|e| ParseError::new(what, Problem::Json(e)))
 }
 
 fn parse_json(text: &str) -> Result<Vec<BenchRow>> {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::{sample_of, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
-use crate::bench_format::{ParseError, Problem};
+use crate::bench_format::{check_required, ParseError, Problem};
 use crate::bench_row::BenchRow;
 use crate::llama_bench::{cache_dir, read_line, run_tool, ToolError};
 use crate::Result;
@@ -197,14 +197,7 @@ pub fn parse_json(text: &str) -> Result<Vec<BenchRow>, ParseError> {
 /// One ik_llama.cpp row as a [`BenchRow`]: its booleans where mainline has integers become
 /// 0/1, and the fields mainline does not know go to `extra`.
 fn row_from_ik(mut map: Map<String, Value>) -> Result<BenchRow, Problem> {
-    let missing: Vec<&str> = REQUIRED
-        .iter()
-        .copied()
-        .filter(|f| !map.contains_key(*f))
-        .collect();
-    if !missing.is_empty() {
-        return Err(Problem::Missing(missing.join(", ")));
-    }
+    check_required(&map, &REQUIRED)?;
     for field in ["flash_attn"] {
         if let Some(Value::Bool(b)) = map.get(field) {
             let n = i64::from(*b);
