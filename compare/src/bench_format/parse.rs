@@ -168,6 +168,17 @@ fn csv_record(line: &str) -> Vec<String> {
     out
 }
 
+/// A table row's `cells`, refused unless there is one per column of `header`.
+fn one_per_column(cells: Vec<String>, header: &[String], what: &str) -> Result<Vec<String>> {
+    if cells.len() != header.len() {
+        return Err(ParseError::new(
+            what,
+            Problem::Width(cells.len(), header.len()),
+        ));
+    }
+    Ok(cells)
+}
+
 fn parse_csv(text: &str) -> Result<Vec<BenchRow>> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header = csv_record(
@@ -179,13 +190,7 @@ fn parse_csv(text: &str) -> Result<Vec<BenchRow>> {
         .enumerate()
         .map(|(i, line)| {
             let what = format!("llama-bench csv row {}", i + 1);
-            let values = csv_record(line);
-            if values.len() != header.len() {
-                return Err(ParseError::new(
-                    &what,
-                    Problem::Width(values.len(), header.len()),
-                ));
-            }
+            let values = one_per_column(csv_record(line), &header, &what)?;
             let mut map = Map::new();
             for (field, value) in header.iter().zip(&values) {
                 map.insert(field.clone(), typed(field, value, &what)?);
@@ -265,13 +270,7 @@ fn parse_md(text: &str) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for (i, line) in table[2..].iter().enumerate() {
         let what = format!("llama-bench md row {}", i + 1);
-        let cells = md_cells(line);
-        if cells.len() != header.len() {
-            return Err(ParseError::new(
-                &what,
-                Problem::Width(cells.len(), header.len()),
-            ));
-        }
+        let cells = one_per_column(md_cells(line), &header, &what)?;
         // Fields the md table leaves out are at llama-bench's defaults.
         let defaults = serde_json::to_value(BenchRow::cpu_defaults());
         let Ok(Value::Object(mut map)) = defaults else {
