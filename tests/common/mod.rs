@@ -54,6 +54,15 @@ pub fn assert_success(out: &Output, what: &str) {
     );
 }
 
+/// A JSON array of unsigned integers (a tensor's dims, token ids), as numbers.
+pub fn u64s(v: &serde_json::Value) -> Vec<u64> {
+    let items = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    items
+        .iter()
+        .map(|x| x.as_u64().unwrap_or_else(|| panic!("not a u64: {x}")))
+        .collect()
+}
+
 /// Runs a Python script of `tests/oracle/` and returns its stdout.
 pub fn run_oracle(script: &str, args: &[&std::ffi::OsStr]) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
