@@ -125,61 +125,61 @@ fn assert_clear_error(args: &[&str], needle: &str) {
 #[test]
 fn bad_flags_are_clear_errors() {
     let m = smollm2();
-    assert_clear_error(
-        &["bench", "-m", &m, "-o", "xml"],
-        "invalid value 'xml' for '--output",
-    );
-    assert_clear_error(
-        &["bench", "-m", &m, "-p", "1,a"],
-        "`a` is not a non-negative integer",
-    );
-    assert_clear_error(
-        &["bench", "-m", &m, "-r", "0"],
-        "'--repetitions <REPS>': values must be at least 1",
-    );
-    assert_clear_error(
-        &["bench", "-m", &m, "-t", "0"],
-        "'--threads <THREADS>': values must be at least 1",
-    );
-    assert_clear_error(&["bench", "-m", &m, "--cpu-strict", "2"], "expected 0 or 1");
-    assert_clear_error(&["bench", "-m", &m, "-C", "0xzz"], "bad CPU mask");
-    assert_clear_error(&["bench", "-m", &m, "-pg", "5"], "-pg takes two numbers");
-    assert_clear_error(&["bench", "-m", &m, "-p", "0", "-n", "0"], "no tests");
-    // SmolLM2's context is 8192 tokens.
-    assert_clear_error(
-        &["bench", "-m", &m, "-p", "16", "-n", "0", "-d", "8180"],
-        "pp16 @ d8180 needs 8196 cache positions",
-    );
-    assert_clear_error(
-        &["bench", "-m", &m, "-d", "x"],
-        "`x` is not a non-negative integer",
-    );
-    assert_clear_error(
-        &[
-            "compare",
-            "-m",
-            &m,
-            "-n",
-            "16",
-            "-p",
-            "0",
-            "-d",
-            "8180",
-            "--no-parity",
-        ],
-        "context of 8192",
-    );
-    assert_clear_error(&["bench", "-m", "/nonexistent.gguf"], "not found");
-    assert_clear_error(&["bench", "-p", "1"], "--model");
-    assert_clear_error(&["compare", "-m", "/nonexistent.gguf"], "not found");
-    assert_clear_error(
-        &["compare", "-m", &m, "-r", "0"],
-        "'--repetitions <REPS>': values must be at least 1",
-    );
-    assert_clear_error(
-        &["compare", "-m", &m, "--report", "x.json"],
-        "cannot be used with",
-    );
+    // `pocket bench -m <SmolLM2>` with these flags, and what its error says.
+    let bench_flags: [(&[&str], &str); 10] = [
+        (&["-o", "xml"], "invalid value 'xml' for '--output"),
+        (&["-p", "1,a"], "`a` is not a non-negative integer"),
+        (
+            &["-r", "0"],
+            "'--repetitions <REPS>': values must be at least 1",
+        ),
+        (
+            &["-t", "0"],
+            "'--threads <THREADS>': values must be at least 1",
+        ),
+        (&["--cpu-strict", "2"], "expected 0 or 1"),
+        (&["-C", "0xzz"], "bad CPU mask"),
+        (&["-pg", "5"], "-pg takes two numbers"),
+        (&["-p", "0", "-n", "0"], "no tests"),
+        // SmolLM2's context is 8192 tokens.
+        (
+            &["-p", "16", "-n", "0", "-d", "8180"],
+            "pp16 @ d8180 needs 8196 cache positions",
+        ),
+        (&["-d", "x"], "`x` is not a non-negative integer"),
+    ];
+    for (flags, needle) in bench_flags {
+        assert_clear_error(&[&["bench", "-m", &m], flags].concat(), needle);
+    }
+    let compare_too_deep = [
+        "compare",
+        "-m",
+        &m,
+        "-n",
+        "16",
+        "-p",
+        "0",
+        "-d",
+        "8180",
+        "--no-parity",
+    ];
+    let command_lines: [(&[&str], &str); 6] = [
+        (&compare_too_deep, "context of 8192"),
+        (&["bench", "-m", "/nonexistent.gguf"], "not found"),
+        (&["bench", "-p", "1"], "--model"),
+        (&["compare", "-m", "/nonexistent.gguf"], "not found"),
+        (
+            &["compare", "-m", &m, "-r", "0"],
+            "'--repetitions <REPS>': values must be at least 1",
+        ),
+        (
+            &["compare", "-m", &m, "--report", "x.json"],
+            "cannot be used with",
+        ),
+    ];
+    for (args, needle) in command_lines {
+        assert_clear_error(args, needle);
+    }
 }
 
 #[test]

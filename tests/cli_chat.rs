@@ -43,11 +43,7 @@ fn synth(dir: &Path, head_dim: usize) -> PathBuf {
         .arg(&path)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "synth: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "pocket synth");
     path
 }
 

@@ -18,11 +18,7 @@ fn pocket(args: &[&std::ffi::OsStr]) -> std::process::Output {
 fn inspect_json_matches_the_file() {
     let path = common::smollm2();
     let out = pocket(&["inspect".as_ref(), path.as_os_str(), "--json".as_ref()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "pocket inspect");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let g = GgufFile::open(&path).unwrap();
     assert_eq!(doc["version"], 3);

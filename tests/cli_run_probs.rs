@@ -31,11 +31,7 @@ fn n_probs_are_sorted_and_the_greedy_token_comes_first() {
     let prompt = "The capital of France is";
     let out = run(&["-p", prompt, "-n", "12", "--n-probs", "5"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "pocket run");
     let (generated, table) = text.split_once("\nn_probs: ").unwrap();
     let lines: Vec<&str> = table.lines().skip(1).collect();
     assert_eq!(lines.len(), 12, "{table}");

@@ -93,13 +93,7 @@ fn check_against_python(path: &std::path::Path) {
             "{name}: {} type",
             t.name
         );
-        let dims: Vec<u64> = w["dims"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
-        assert_eq!(dims, t.dims, "{name}: {} dims", t.name);
+        assert_eq!(common::u64s(&w["dims"]), t.dims, "{name}: {} dims", t.name);
         assert_eq!(
             w["offset"].as_u64(),
             Some(g.data_start() + t.offset),

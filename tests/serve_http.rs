@@ -202,14 +202,13 @@ fn a_closed_connection_stops_its_slot_and_the_queue_is_bounded() {
                 &json!({"prompt": "Hi", "n_predict": 4, "temperature": 0}),
             )
         });
-        let t0 = Instant::now();
-        while s.metric("llamacpp:requests_deferred") < 1.0 {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "the second request never queued"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let poll = (Duration::from_secs(20), Duration::from_millis(20));
+        s.wait_for_metric(
+            "llamacpp:requests_deferred",
+            1.0,
+            poll,
+            "the second request never queued",
+        );
         let (status, body) = s.post_raw("/completion", r#"{"prompt": "Hi", "n_predict": 4}"#, &[]);
         assert_eq!(status, 503, "{body}");
         assert!(body.contains("unavailable_error"), "{body}");
@@ -238,14 +237,9 @@ fn a_closed_connection_stops_its_slot_and_the_queue_is_bounded() {
     long["stream"] = json!(false);
     let (status, _) = s.post_raw("/completion", &long.to_string(), &["--max-time", "1"]);
     assert_eq!(status, 0, "curl gave up");
-    let t0 = Instant::now();
-    while s.metric("pocket:requests_cancelled_total") < 2.0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the abandoned request was not cancelled"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let poll = (Duration::from_secs(10), Duration::from_millis(50));
+    let what = "the abandoned request was not cancelled";
+    s.wait_for_metric("pocket:requests_cancelled_total", 2.0, poll, what);
     let t0 = Instant::now();
     let v = s.post(
         "/completion",
@@ -387,12 +381,7 @@ fn bad_input_gets_its_status_and_error_body_and_the_server_goes_on() {
 fn tokenize_detokenize_apply_template_and_flags() {
     let s = Server::start(&common::smollm2(), &["-c", "512", "-np", "1"]);
     let v = s.post("/tokenize", &json!({"content": "Hello world"}));
-    let ids: Vec<u64> = v["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .collect();
+    let ids = common::u64s(&v["tokens"]);
     assert_eq!(ids.len(), 2, "{v}");
     let back = s.post("/detokenize", &json!({"tokens": ids}));
     assert_eq!(back["content"], "Hello world");

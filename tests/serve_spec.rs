@@ -60,8 +60,16 @@ fn content(v: &[Value]) -> Vec<&Value> {
 }
 
 /// A plain server's answers (no speculation; nothing drafted).
+/// The flags of every server here: two slots of 1024 tokens, /metrics on.
+const SERVER_FLAGS: [&str; 5] = ["-c", "2048", "-np", "2", "--metrics"];
+
+/// A server with [`SERVER_FLAGS`] and the speculation flags `spec`.
+fn speculating_server(model: &std::path::Path, spec: &[&str]) -> Server {
+    Server::start(model, &[&SERVER_FLAGS[..], spec].concat())
+}
+
 fn plain_answers(model: &std::path::Path) -> Answers {
-    let s = Server::start(model, &["-c", "2048", "-np", "2", "--metrics"]);
+    let s = Server::start(model, &SERVER_FLAGS);
     let a = answers(&s);
     assert_eq!(s.metric("llamacpp:spec_decode_num_draft_tokens_total"), 0.0);
     assert!(a
@@ -128,20 +136,13 @@ fn ngram_speculation_in_the_server_keeps_the_text_and_counts_drafts() {
     // One server at a time (tests/serve/common.rs serializes them): the plain one is
     // dropped before the speculating one starts.
     let plain = plain_answers(&model);
-    let s = Server::start(
-        &model,
-        &[
-            "-c",
-            "2048",
-            "-np",
-            "2",
-            "--metrics",
-            "--spec-type",
-            "ngram-simple",
-            "--spec-ngram-simple-size-n",
-            "3",
-        ],
-    );
+    let ngram = [
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        "3",
+    ];
+    let s = speculating_server(&model, &ngram);
     let spec = answers(&s);
     assert_same_text_and_counted_drafts(&plain, &spec, &s);
 }
@@ -181,20 +182,13 @@ fn draft_model_speculation_in_the_server_keeps_the_text() {
         .unwrap();
     assert!(st.success(), "pocket synth --from failed");
     let plain = plain_answers(&model);
-    let s = Server::start(
-        &model,
-        &[
-            "-c",
-            "2048",
-            "-np",
-            "2",
-            "--metrics",
-            "--spec-type",
-            "draft-simple",
-            "-md",
-            draft.to_str().unwrap(),
-        ],
-    );
+    let draft_flags = [
+        "--spec-type",
+        "draft-simple",
+        "-md",
+        draft.to_str().unwrap(),
+    ];
+    let s = speculating_server(&model, &draft_flags);
     // Loaded (mapped) by now: the file can go before anything can fail.
     let _ = std::fs::remove_file(&draft);
     let spec = answers(&s);

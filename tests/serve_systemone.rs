@@ -145,11 +145,7 @@ fn systemone_answers_smollm2_and_match_pocket_score() {
         .args(["-p", &prompt, "--choices", "billing,shipping,technical"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "pocket score");
     let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
     for (i, key) in ["billing", "shipping", "technical"].iter().enumerate() {
         let a = res["answers"]["route"]["probabilities"][key]

@@ -74,11 +74,7 @@ fn pocket_run_follows_json_schemas_and_grammars() {
         } else {
             run(&["-p", &p, "-n", "160", "-jf", schema_file.to_str().unwrap()])
         };
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out, "pocket run");
         let text = String::from_utf8(out.stdout).unwrap();
         valid(text.trim_end_matches('\n')).unwrap();
     }
@@ -93,11 +89,7 @@ fn pocket_run_follows_json_schemas_and_grammars() {
         let mut a = vec!["-p", p, "-n", "12"];
         a.extend(args);
         let out = run(&a);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out, "pocket run");
         let text = String::from_utf8(out.stdout).unwrap();
         assert!(
             ["positive", "negative", "neutral"].contains(&text.trim_end_matches('\n')),

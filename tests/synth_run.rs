@@ -23,11 +23,7 @@ fn synthetic_models_generate_text() {
         let out = pocket(&[
             "synth", "--preset", "custom", "--type", ty, "-o", p, "--seed", "7", "-q",
         ]);
-        assert!(
-            out.status.success(),
-            "synth {ty}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out, &format!("pocket synth {ty}"));
         let run = |_: ()| {
             pocket(&[
                 "run",

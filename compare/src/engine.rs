@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench_format::{parse_test_name, Format};
 use crate::bench_row::BenchRow;
-use crate::llama_bench::{self, BenchArgs, LlamaTools, ProcessStats, ToolError};
+use crate::llama_bench::{self, run_tool, BenchArgs, LlamaTools, ProcessStats, ToolError};
 use crate::Result;
 use pocket_model::Placement;
 
@@ -196,12 +196,7 @@ impl Engine for LlamaCpp {
             extra,
         };
         let run = llama_bench::run(&self.tools, &args)?;
-        let [row] = <[BenchRow; 1]>::try_from(run.rows).map_err(|rows| ToolError::RowCount {
-            tool: "llama-bench",
-            rows: rows.len(),
-        })?;
-        check_row("llama-bench", test, &row)?;
-        Ok(sample_from(row, &run.stats))
+        sample_of("llama-bench", test, run.rows, &run.stats)
     }
 }
 
@@ -239,9 +234,24 @@ pub(crate) fn test_args(test: Test) -> (u32, u32, Vec<String>) {
     (n_prompt, n_gen, extra)
 }
 
+/// The sample of a run of `tool` that printed `rows`: one row, of `test`.
+pub(crate) fn sample_of(
+    tool: &'static str,
+    test: Test,
+    rows: Vec<BenchRow>,
+    stats: &ProcessStats,
+) -> Result<Sample> {
+    let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| ToolError::RowCount {
+        tool,
+        rows: rows.len(),
+    })?;
+    check_row(tool, test, &row)?;
+    Ok(sample_from(row, stats))
+}
+
 /// Refuses a row of another test than `test`: an engine that ignored a flag (`-d`, say)
 /// would otherwise be compared on a test pocket did not run.
-pub(crate) fn check_row(tool: &'static str, test: Test, row: &BenchRow) -> Result<(), ToolError> {
+fn check_row(tool: &'static str, test: Test, row: &BenchRow) -> Result<(), ToolError> {
     let asked = [test.n_prompt, test.n_gen, test.n_depth].map(i64::from);
     if [row.n_prompt, row.n_gen, row.n_depth] != asked {
         return Err(ToolError::WrongTest {
@@ -254,7 +264,7 @@ pub(crate) fn check_row(tool: &'static str, test: Test, row: &BenchRow) -> Resul
 }
 
 /// A repetition's sample from its one row and its process's measurements.
-pub(crate) fn sample_from(row: BenchRow, stats: &ProcessStats) -> Sample {
+fn sample_from(row: BenchRow, stats: &ProcessStats) -> Sample {
     let timed_ms = row.samples_ns.iter().sum::<u64>() as f64 / 1e6;
     let wall_ms = stats.wall.as_secs_f64() * 1e3;
     Sample {
@@ -332,20 +342,8 @@ impl Engine for Pocket {
         }
         let mut args = Pocket::args(model, test, threads);
         args.extend(self.placement.iter().flat_map(crate::placement::flags));
-        let mut cmd = std::process::Command::new(&self.exe);
-        cmd.args(&args);
-        let stats = crate::measure::run_measured(cmd)?;
-        if stats.exit_code != Some(0) {
-            let command = format!("{} {}", self.exe.display(), args.join(" "));
-            let failure = stats.failure();
-            return Err(ToolError::Failed { command, failure }.into());
-        }
+        let stats = run_tool(&self.exe, &self.exe.display().to_string(), &args)?;
         let rows = crate::bench_format::parse(&stats.stdout, Format::Json)?;
-        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| ToolError::RowCount {
-            tool: "pocket bench",
-            rows: rows.len(),
-        })?;
-        check_row("pocket bench", test, &row)?;
-        Ok(sample_from(row, &stats))
+        sample_of("pocket bench", test, rows, &stats)
     }
 }

@@ -68,11 +68,7 @@ fn key_label((model, test, threads): &Key) -> String {
     format!("{} {test} t{threads}", crate::plots::short(model))
 }
 
-use crate::Error;
-
-fn plot_err<E: std::fmt::Debug>(e: E) -> Error {
-    Error::plot(e)
-}
+use crate::plots::{chart_on, finish_with_legend, plot_err};
 
 const PALETTE: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
@@ -100,13 +96,7 @@ fn trend_svg(
     {
         let root = SVGBackend::with_string(&mut svg, (720, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
-            .map_err(plot_err)?;
+        let mut chart = chart_on(&root, title, -0.5..n as f64 - 0.5, top)?;
         chart
             .configure_mesh()
             .x_labels(n.min(12))
@@ -133,14 +123,7 @@ fn trend_svg(
                 .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
                 .map_err(plot_err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
+        finish_with_legend(&root, &mut chart, SeriesLabelPosition::LowerRight)?;
     }
     Ok(svg)
 }

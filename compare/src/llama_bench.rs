@@ -216,14 +216,21 @@ pub fn run(tools: &LlamaTools, args: &BenchArgs) -> Result<BenchRun> {
     if !args.model.is_file() {
         return Err(crate::Error::ModelNotFound(args.model.clone()));
     }
-    let mut cmd = Command::new(tools.tool("llama-bench")?);
-    cmd.args(args.to_args());
+    let stats = run_tool(&tools.tool("llama-bench")?, "llama-bench", &args.to_args())?;
+    let rows = bench_format::parse(&stats.stdout, args.format)?;
+    Ok(BenchRun { rows, stats })
+}
+
+/// Runs `program` with `args`, measured; a failed run is [`ToolError::Failed`] with the
+/// command line as `name` and `args`.
+pub(crate) fn run_tool(program: &Path, name: &str, args: &[String]) -> Result<ProcessStats> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
     let stats = run_measured(cmd)?;
     if stats.exit_code != Some(0) {
-        let command = format!("llama-bench {}", args.to_args().join(" "));
+        let command = format!("{name} {}", args.join(" "));
         let failure = stats.failure();
         return Err(ToolError::Failed { command, failure }.into());
     }
-    let rows = bench_format::parse(&stats.stdout, args.format)?;
-    Ok(BenchRun { rows, stats })
+    Ok(stats)
 }

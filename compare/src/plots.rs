@@ -1,6 +1,10 @@
 //! SVG charts of a receipt: pocket's speedup over each reference engine per (model, test,
 //! threads), and decode t/s of every engine against the bandwidth roofline.
 
+use std::ops::Range;
+
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::engine::EngineKind;
@@ -20,8 +24,46 @@ pub fn engine_color(kind: EngineKind) -> RGBColor {
 
 use crate::Error;
 
-fn plot_err<E: std::fmt::Debug>(e: E) -> Error {
+pub(crate) fn plot_err<E: std::fmt::Debug>(e: E) -> Error {
     Error::plot(e)
+}
+
+/// A chart of linear x and y on an SVG.
+pub(crate) type Chart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// `root`'s chart with `caption`, x over `x` and y from 0 to `top`, framed as every chart
+/// of the receipts and history is (margin, label areas).
+pub(crate) fn chart_on<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: &str,
+    x: Range<f64>,
+    top: f64,
+) -> Result<Chart<'a, 'b>> {
+    ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(x, 0f64..top)
+        .map_err(plot_err)
+}
+
+/// Draws `chart`'s legend at `position` (a white box with a black border) and completes
+/// the SVG of `root`.
+pub(crate) fn finish_with_legend<'a, 'b: 'a>(
+    root: &DrawingArea<SVGBackend<'b>, Shift>,
+    chart: &mut Chart<'a, 'b>,
+    position: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)
 }
 
 /// Bars of pocket's speedup over each engine, a group per (model, test, threads), a
@@ -68,13 +110,7 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
         let px = (160 + bar_px * n as u32).max(480);
         let root = SVGBackend::with_string(&mut svg, (px, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&caption, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
-            .map_err(plot_err)?;
+        let mut chart = chart_on(&root, &caption, -0.5..n as f64 - 0.5, top)?;
         let labels_ref = &labels;
         chart
             .configure_mesh()
@@ -118,13 +154,7 @@ pub fn speedup_svg(receipt: &Receipt) -> Result<String> {
                 ROOF.stroke_width(1),
             ))
             .map_err(plot_err)?;
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
+        finish_with_legend(&root, &mut chart, SeriesLabelPosition::MiddleRight)?;
     }
     Ok(svg)
 }
@@ -157,23 +187,15 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
     {
         let root = SVGBackend::with_string(&mut svg, (640, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                if one_model {
-                    format!(
-                        "decode t/s against the bandwidth roofline: {}",
-                        short(&decode[0].model)
-                    )
-                } else {
-                    "decode t/s against the bandwidth roofline".to_string()
-                },
-                ("sans-serif", 18),
+        let caption = if one_model {
+            format!(
+                "decode t/s against the bandwidth roofline: {}",
+                short(&decode[0].model)
             )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0.5f64..max_threads as f64 + 0.5, 0f64..top)
-            .map_err(plot_err)?;
+        } else {
+            "decode t/s against the bandwidth roofline".to_string()
+        };
+        let mut chart = chart_on(&root, &caption, 0.5..max_threads as f64 + 0.5, top)?;
         chart
             .configure_mesh()
             .x_labels(max_threads as usize)
@@ -227,13 +249,7 @@ pub fn roofline_svg(receipt: &Receipt) -> Result<Option<String>> {
                 )])
                 .map_err(plot_err)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
+        finish_with_legend(&root, &mut chart, SeriesLabelPosition::MiddleRight)?;
     }
     Ok(Some(svg))
 }

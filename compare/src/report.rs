@@ -202,25 +202,13 @@ fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
     );
     for c in &receipt.results {
         let d = &c.derived;
-        let _ = write!(
-            out,
-            "| {} | {} | {} | {:.2} ± {:.2} |",
-            plots::short(&c.label()),
-            c.test,
-            c.threads,
-            d.pocket_ts_mean,
-            d.pocket_ts_sd
-        );
-        for e in engines {
-            let cell = d.engines.get(e).map_or("—".into(), |v| {
-                format!("{:.2} ± {:.2}", v.ts_mean, v.ts_sd)
-            });
-            let _ = write!(out, " {cell} |");
-        }
-        for e in engines {
-            let cell = c.speedup(*e).map_or("—".into(), |s| format!("{s:.3}"));
-            let _ = write!(out, " {cell} |");
-        }
+        let pocket = format!("{:.2} ± {:.2}", d.pocket_ts_mean, d.pocket_ts_sd);
+        row_start(out, c, &pocket);
+        engine_cells(out, engines, |e| {
+            let v = d.engines.get(&e)?;
+            Some(format!("{:.2} ± {:.2}", v.ts_mean, v.ts_sd))
+        });
+        engine_cells(out, engines, |e| Some(format!("{:.3}", c.speedup(e)?)));
         out.push('\n');
     }
     out.push_str("\n## Memory and setup\n\n");
@@ -238,33 +226,36 @@ fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
     );
     for c in &receipt.results {
         let d = &c.derived;
-        let _ = write!(
-            out,
-            "| {} | {} | {} | {} |",
-            plots::short(&c.label()),
-            c.test,
-            c.threads,
-            mib(d.pocket_peak_rss_bytes)
-        );
-        for e in engines {
-            let cell = d.engines.get(e).map_or("—".into(), |v| {
-                format!(
-                    "{} ({})",
-                    mib(v.peak_rss_bytes),
-                    signed_mib(v.rss_delta_bytes)
-                )
-            });
-            let _ = write!(out, " {cell} |");
-        }
+        row_start(out, c, &mib(d.pocket_peak_rss_bytes));
+        engine_cells(out, engines, |e| {
+            let v = d.engines.get(&e)?;
+            let delta = signed_mib(v.rss_delta_bytes);
+            Some(format!("{} ({delta})", mib(v.peak_rss_bytes)))
+        });
         let _ = write!(out, " {:.0} |", d.pocket_setup_ms_mean);
-        for e in engines {
-            let cell = d
-                .engines
-                .get(e)
-                .map_or("—".into(), |v| format!("{:.0}", v.setup_ms_mean));
-            let _ = write!(out, " {cell} |");
-        }
+        engine_cells(out, engines, |e| {
+            Some(format!("{:.0}", d.engines.get(&e)?.setup_ms_mean))
+        });
         out.push('\n');
+    }
+}
+
+/// A table row's first cells: the comparison's model, test and threads, then `pocket`.
+fn row_start(out: &mut String, c: &Comparison, pocket: &str) {
+    let label = c.label();
+    let model = plots::short(&label);
+    let _ = write!(out, "| {model} | {} | {} | {pocket} |", c.test, c.threads);
+}
+
+/// A cell per engine: `cell` of it, or — where it has none.
+fn engine_cells(
+    out: &mut String,
+    engines: &[EngineKind],
+    cell: impl Fn(EngineKind) -> Option<String>,
+) {
+    for &e in engines {
+        let cell = cell(e).unwrap_or_else(|| "—".into());
+        let _ = write!(out, " {cell} |");
     }
 }
 

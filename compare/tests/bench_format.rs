@@ -3,17 +3,16 @@
 //! for byte; our rows round-trip through every format; llama.cpp's
 //! scripts/compare-llama-bench.py accepts our files.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use pocket_compare::bench_format::{fmt_g6, parse, write, Format};
 use pocket_compare::bench_row::BenchRow;
-use pocket_compare::llama_bench::cache_dir;
 
 fn data_file(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
+    let path = common::data(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -182,23 +181,17 @@ fn our_rows_round_trip_every_format() {
 }
 
 fn python() -> PathBuf {
-    let py = cache_dir().join("venv/bin/python");
-    assert!(
-        py.is_file(),
-        "{} missing: run `bash tests/fixtures.sh` (or `bash compare/setup.sh`)",
-        py.display()
-    );
-    py
+    common::cached(
+        "venv/bin/python",
+        "`bash tests/fixtures.sh` (or `bash compare/setup.sh`)",
+    )
 }
 
 fn compare_script() -> PathBuf {
-    let script = cache_dir().join("llama.cpp/scripts/compare-llama-bench.py");
-    assert!(
-        script.is_file(),
-        "{} missing: run `bash tests/fixtures.sh`",
-        script.display()
-    );
-    script
+    common::cached(
+        "llama.cpp/scripts/compare-llama-bench.py",
+        "`bash tests/fixtures.sh`",
+    )
 }
 
 /// Runs compare-llama-bench.py on `inputs`: baseline build `unknown` (what this sdist

@@ -4,6 +4,7 @@
 //!
 //! `harness = false`: this binary is also the measuring wrapper (see `measured`).
 
+mod common;
 #[macro_use]
 mod measured;
 
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use pocket_compare::bench_row::BenchRow;
 use pocket_compare::comparator::{self, Plan};
 use pocket_compare::engine::{Engine, EngineInfo, EngineKind, LlamaCpp, Reference, Sample, Test};
-use pocket_compare::llama_bench::{cache_dir, PROVISION};
+use pocket_compare::llama_bench::PROVISION;
 use pocket_compare::Result;
 
 /// An engine that reports `ts`, counts its calls and writes its name into `log`.
@@ -158,12 +159,7 @@ fn scripted_engines_fill_a_receipt() {
 
 fn llama_cpp_against_itself() {
     let engine = LlamaCpp::locate().unwrap_or_else(|e| panic!("{e} ({PROVISION})"));
-    let model = cache_dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        model.is_file(),
-        "{} missing: bash tests/fixtures.sh",
-        model.display()
-    );
+    let model = common::smollm2();
     let plan = Plan {
         models: vec![model],
         tests: vec![Test::tg(8)],

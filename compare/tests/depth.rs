@@ -3,33 +3,18 @@
 //! depth's tokens in its cache, a test beyond the model's context is refused, and
 //! receipts store it as `n_depth` (receipts without it mean depth 0).
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{data, load_err, machine, smollm2};
 use pocket_compare::engine::{
     parse_ik_json, Engine, EngineKind, IkLlamaCpp, Pocket, Reference, Test,
 };
-use pocket_compare::llama_bench::cache_dir;
 use pocket_compare::pocket_bench::{self, BenchOptions};
-use pocket_compare::receipt::{Comparison, EngineSamples, Machine, Receipt};
-use pocket_compare::sysinfo::SysInfo;
+use pocket_compare::receipt::{Comparison, EngineSamples, Receipt};
 use pocket_compare::{report, Error};
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-}
-
-fn smollm2() -> PathBuf {
-    let m = cache_dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        m.is_file(),
-        "{} missing: run `bash tests/fixtures.sh`",
-        m.display()
-    );
-    m
-}
 
 #[test]
 fn test_names_carry_the_depth_as_llama_bench_does() {
@@ -166,12 +151,7 @@ fn a_depth_beyond_the_context_is_refused() {
 }
 
 fn receipt_with_depths() -> Receipt {
-    let machine = Machine {
-        name: "box".into(),
-        sysinfo: SysInfo::detect(),
-        bandwidth: None,
-    };
-    let mut r = Receipt::new(machine, "0a1b2c3d4e5f");
+    let mut r = Receipt::new(machine("box", None), "0a1b2c3d4e5f");
     r.engines.insert(EngineKind::LlamaCpp, Default::default());
     let samples = |ts: f64| EngineSamples {
         ts: vec![ts, ts * 1.25],
@@ -223,9 +203,7 @@ fn receipts_store_the_depth_as_n_depth_and_round_trip() {
     edited["results"][1]["test"] = "pp32 @ d64".into();
     assert_eq!(Receipt::from_json(&edited.to_string()).unwrap(), r);
     edited["results"][1]["n_depth"] = 32.into();
-    let e = Receipt::from_json(&edited.to_string())
-        .unwrap_err()
-        .to_string();
+    let e = load_err(&edited.to_string());
     assert!(e.contains("at depth 64 but n_depth is 32"), "{e}");
 }
 

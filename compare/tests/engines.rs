@@ -3,23 +3,18 @@
 //! carry one column/series/check per engine, `--engines` parses, and ik_llama.cpp's
 //! llama-bench output is read from stored real output of the ik build.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod common;
 
-use pocket_compare::bandwidth::Bandwidth;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{bandwidth, data, load_err, machine};
 use pocket_compare::engine::{parse_ik_json, EngineInfo, EngineKind, IkLlamaCpp, Test};
-use pocket_compare::receipt::{Comparison, EngineSamples, Machine, Receipt};
-use pocket_compare::sysinfo::SysInfo;
+use pocket_compare::receipt::{Comparison, EngineSamples, Receipt};
 use pocket_compare::{gate, history, report};
 
 const LLAMA: EngineKind = EngineKind::LlamaCpp;
 const IK: EngineKind = EngineKind::IkLlamaCpp;
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-}
 
 fn samples(ts: &[f64], rss_mib: u64) -> EngineSamples {
     EngineSamples {
@@ -32,18 +27,8 @@ fn samples(ts: &[f64], rss_mib: u64) -> EngineSamples {
 /// pocket at 100 t/s (tg8) and 500 t/s (pp32) on two threads; llama.cpp at 100 /
 /// `llama_x` and ik_llama.cpp at 100 / `ik_x` of that (`ik_x` None: ik_llama.cpp not run).
 fn receipt(created: &str, llama_x: [f64; 2], ik_x: Option<[f64; 2]>) -> Receipt {
-    let bw = Bandwidth {
-        buffer_bytes: 512 << 20,
-        single_gbs: 9.0,
-        threads: 2,
-        multi_gbs: 15.0,
-    };
-    let machine = Machine {
-        name: "box".into(),
-        sysinfo: SysInfo::detect(),
-        bandwidth: Some(bw.clone()),
-    };
-    let mut r = Receipt::new(machine, "0a1b2c3d4e5f");
+    let bw = bandwidth();
+    let mut r = Receipt::new(machine("box", Some(bw.clone())), "0a1b2c3d4e5f");
     r.created = created.into();
     let info = |build: &str, options: &[&str]| EngineInfo {
         build: build.into(),
@@ -92,7 +77,7 @@ fn receipt_with_two_engines_round_trips() {
     let edit = |f: &dyn Fn(&mut serde_json::Value)| {
         let mut v = value.clone();
         f(&mut v);
-        Receipt::from_json(&v.to_string()).unwrap_err().to_string()
+        load_err(&v.to_string())
     };
     let e =
         edit(&|v| v["results"][0]["derived"]["engines"]["ik_llama.cpp"]["ts_mean"] = 1.0.into());
@@ -158,9 +143,7 @@ fn version_1_receipts_still_load() {
     // A hand edit of a version 1 receipt's derived values is still caught.
     let mut edited = raw.clone();
     edited["results"][0]["derived"]["llama_cpp_ts_mean"] = 1.0.into();
-    let e = Receipt::from_json(&edited.to_string())
-        .unwrap_err()
-        .to_string();
+    let e = load_err(&edited.to_string());
     assert!(e.contains("derived.engines.llama.cpp.ts_mean"), "{e}");
 }
 

@@ -5,23 +5,26 @@
 //! `harness = false`: this binary is also the wrapper that `measure::run_measured`
 //! re-executes to read a child's peak RSS, so its `main` must look for that first.
 
+mod common;
 #[macro_use]
 mod measured;
 
-use std::path::PathBuf;
-
+use common::smollm2;
 use pocket_compare::bench_format::Format;
 use pocket_compare::engine::{Engine, LlamaCpp, Test};
-use pocket_compare::llama_bench::{self, cache_dir, BenchArgs, LlamaTools, PROVISION};
+use pocket_compare::llama_bench::{self, BenchArgs, LlamaTools, PROVISION};
 
-fn model() -> PathBuf {
-    let m = cache_dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        m.is_file(),
-        "{} missing: run `bash tests/fixtures.sh`",
-        m.display()
-    );
-    m
+/// llama-bench on SmolLM2 with one thread: `-p n_prompt -n n_gen -r reps`, then `extra`.
+fn on_smollm2(n_prompt: u32, n_gen: u32, reps: u32, format: Format, extra: &[&str]) -> BenchArgs {
+    BenchArgs {
+        model: smollm2(),
+        threads: 1,
+        n_prompt,
+        n_gen,
+        reps,
+        format,
+        extra: extra.iter().map(|s| s.to_string()).collect(),
+    }
 }
 
 fn tools() -> LlamaTools {
@@ -40,15 +43,7 @@ fn real_llama_bench_json_and_md_parse() {
         "BUILD_INFO missing: {PROVISION}"
     );
     for format in [Format::Json, Format::Md] {
-        let args = BenchArgs {
-            model: model(),
-            threads: 1,
-            n_prompt: 32,
-            n_gen: 8,
-            reps: 1,
-            format,
-            extra: vec![],
-        };
+        let args = on_smollm2(32, 8, 1, format, &[]);
         let run = llama_bench::run(&tools, &args).unwrap();
         let names: Vec<String> = run.rows.iter().map(|r| r.test_name()).collect();
         assert_eq!(names, ["pp32", "tg8"], "{format:?}");
@@ -77,7 +72,7 @@ fn llama_cpp_engine_measures_one_repetition() {
         placement: None,
     };
     assert_eq!(engine.name(), "llama.cpp");
-    let s = engine.bench(&model(), Test::tg(8), 1).unwrap();
+    let s = engine.bench(&smollm2(), Test::tg(8), 1).unwrap();
     assert_eq!(s.row.test_name(), "tg8");
     assert!(s.ts > 0.0 && s.peak_rss_bytes > 64 << 20);
     assert!(s.wall_ms >= s.setup_ms && s.setup_ms > 0.0);
@@ -86,17 +81,8 @@ fn llama_cpp_engine_measures_one_repetition() {
 fn our_md_matches_llama_bench_md_of_the_same_run() {
     // `-o json -oe md`: one run prints json to stdout and md to stderr.
     let tools = tools();
-    let args = BenchArgs {
-        model: model(),
-        threads: 1,
-        n_prompt: 16,
-        n_gen: 4,
-        reps: 2,
-        format: Format::Json,
-        extra: ["-b", "256", "-ctv", "q8_0", "-oe", "md"]
-            .map(String::from)
-            .to_vec(),
-    };
+    let extra = ["-b", "256", "-ctv", "q8_0", "-oe", "md"];
+    let args = on_smollm2(16, 4, 2, Format::Json, &extra);
     let run = llama_bench::run(&tools, &args).unwrap();
     let stderr = &run.stats.stderr;
     let start = stderr.find("| model").expect("md table on stderr");
@@ -111,15 +97,7 @@ fn our_md_matches_llama_bench_md_of_the_same_run() {
 
 fn our_sql_matches_llama_bench_sql_of_the_same_run() {
     let tools = tools();
-    let args = BenchArgs {
-        model: model(),
-        threads: 1,
-        n_prompt: 16,
-        n_gen: 0,
-        reps: 1,
-        format: Format::Json,
-        extra: ["-oe", "sql"].map(String::from).to_vec(),
-    };
+    let args = on_smollm2(16, 0, 1, Format::Json, &["-oe", "sql"]);
     let run = llama_bench::run(&tools, &args).unwrap();
     let stderr = &run.stats.stderr;
     let start = stderr.find("CREATE TABLE").expect("sql on stderr");

@@ -1,17 +1,18 @@
 //! The receipt schema (round trip, clear errors for missing/wrong fields), its results
 //! directory, the history page, and the regression gate (library and `pocket compare`).
 
+mod common;
+
 use std::path::Path;
 
-use pocket_compare::bandwidth::{self, Bandwidth};
+use common::{bandwidth, load_err, machine};
+use pocket_compare::bandwidth::{self};
 use pocket_compare::cli::compare_cmd::{self, CompareArgs};
 use pocket_compare::cli::engine_args::{PlacementArgs, TestLists};
 use std::collections::BTreeMap;
 
 use pocket_compare::engine::{EngineInfo, EngineKind, Test};
-use pocket_compare::receipt::{
-    rfc3339, Comparison, EngineSamples, KldParity, Machine, Parity, Receipt,
-};
+use pocket_compare::receipt::{rfc3339, Comparison, EngineSamples, KldParity, Parity, Receipt};
 use pocket_compare::sysinfo::{meminfo_total, SysInfo};
 use pocket_compare::{gate, history, report};
 
@@ -25,18 +26,8 @@ fn samples(ts: &[f64], rss_mib: u64) -> EngineSamples {
 
 /// A receipt with pocket at `speedups` × llama.cpp on SmolLM2 tg8/pp32 × 1/2 threads.
 fn receipt(created: &str, speedups: [f64; 4]) -> Receipt {
-    let bw = Bandwidth {
-        buffer_bytes: 512 << 20,
-        single_gbs: 9.0,
-        threads: 2,
-        multi_gbs: 15.0,
-    };
-    let machine = Machine {
-        name: "test box".into(),
-        sysinfo: SysInfo::detect(),
-        bandwidth: Some(bw.clone()),
-    };
-    let mut r = Receipt::new(machine, "0a1b2c3d4e5f");
+    let bw = bandwidth();
+    let mut r = Receipt::new(machine("test box", Some(bw.clone())), "0a1b2c3d4e5f");
     r.engines.insert(
         EngineKind::LlamaCpp,
         EngineInfo {
@@ -110,10 +101,6 @@ fn receipt_round_trips_and_derives() {
     let path = dir.path().join("receipt.json");
     r.save(&path).unwrap();
     assert_eq!(Receipt::load(&path).unwrap(), r);
-}
-
-fn load_err(text: &str) -> String {
-    Receipt::from_json(text).unwrap_err().to_string()
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod fixtures;
 pub use fixtures::{cache_dir, fixture};
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
 pub fn smollm2() -> PathBuf {
     fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -43,6 +43,24 @@ pub fn python() -> PathBuf {
         return PathBuf::from(p);
     }
     fixture("venv/bin/python")
+}
+
+/// Fails the test, saying what failed and its stderr, unless `out`'s process succeeded.
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A JSON array of unsigned integers (a tensor's dims, token ids), as numbers.
+pub fn u64s(v: &serde_json::Value) -> Vec<u64> {
+    let items = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    items
+        .iter()
+        .map(|x| x.as_u64().unwrap_or_else(|| panic!("not a u64: {x}")))
+        .collect()
 }
 
 /// Runs a Python script of `tests/oracle/` and returns its stdout.

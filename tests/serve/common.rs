@@ -164,6 +164,22 @@ impl Server {
             .unwrap_or_else(|| panic!("no metric {name} in\n{text}"))
     }
 
+    /// Polls the metric `name` every `every` until it reaches `at_least`; after `limit`, the
+    /// test fails saying `what` did not happen.
+    pub fn wait_for_metric(
+        &self,
+        name: &str,
+        at_least: f64,
+        (limit, every): (Duration, Duration),
+        what: &str,
+    ) {
+        let t0 = Instant::now();
+        while self.metric(name) < at_least {
+            assert!(t0.elapsed() < limit, "{what}");
+            std::thread::sleep(every);
+        }
+    }
+
     /// A streaming request left running: curl's stdout, read line by line.
     pub fn open_stream(
         &self,

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use crate::bench_row::{field_type, BenchRow, FieldType, FIELDS};
 
 mod parse;
+pub(crate) use parse::check_required;
 pub use parse::{parse, parse_test_name, ParseError, Problem};
 
 /// One of llama-bench's output formats (`-o`).

@@ -62,15 +62,25 @@ pub fn parse(text: &str, format: Format) -> Result<Vec<BenchRow>> {
 
 /// A row from a map of field -> value; `required` fields must be present.
 fn row_from_map(map: Map<String, Value>, required: &[&str], what: &str) -> Result<BenchRow> {
+    check_required(&map, required).map_err(|p| ParseError::new(what, p))?;
+    serde_json::from_value(Value::Object(map)).map_err(|e| ParseError::new(what, Problem::Json(e)))
+}
+
+/// Refuses `map` unless it has every `required` field (naming the missing ones).
+pub(crate) fn check_required(
+    map: &Map<String, Value>,
+    required: &[&str],
+) -> std::result::Result<(), Problem> {
     let missing: Vec<&str> = required
         .iter()
         .copied()
         .filter(|f| !map.contains_key(*f))
         .collect();
-    if !missing.is_empty() {
-        return Err(ParseError::new(what, Problem::Missing(missing.join(", "))));
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Problem::Missing(missing.join(", ")))
     }
-    serde_json::from_value(Value::Object(map)).map_err(|e| ParseError::new(what, Problem::Json(e)))
 }
 
 fn parse_json(text: &str) -> Result<Vec<BenchRow>> {
@@ -158,6 +168,17 @@ fn csv_record(line: &str) -> Vec<String> {
     out
 }
 
+/// A table row's `cells`, refused unless there is one per column of `header`.
+fn one_per_column(cells: Vec<String>, header: &[String], what: &str) -> Result<Vec<String>> {
+    if cells.len() != header.len() {
+        return Err(ParseError::new(
+            what,
+            Problem::Width(cells.len(), header.len()),
+        ));
+    }
+    Ok(cells)
+}
+
 fn parse_csv(text: &str) -> Result<Vec<BenchRow>> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header = csv_record(
@@ -169,13 +190,7 @@ fn parse_csv(text: &str) -> Result<Vec<BenchRow>> {
         .enumerate()
         .map(|(i, line)| {
             let what = format!("llama-bench csv row {}", i + 1);
-            let values = csv_record(line);
-            if values.len() != header.len() {
-                return Err(ParseError::new(
-                    &what,
-                    Problem::Width(values.len(), header.len()),
-                ));
-            }
+            let values = one_per_column(csv_record(line), &header, &what)?;
             let mut map = Map::new();
             for (field, value) in header.iter().zip(&values) {
                 map.insert(field.clone(), typed(field, value, &what)?);
@@ -255,13 +270,7 @@ fn parse_md(text: &str) -> Result<Vec<BenchRow>> {
     let mut rows = Vec::new();
     for (i, line) in table[2..].iter().enumerate() {
         let what = format!("llama-bench md row {}", i + 1);
-        let cells = md_cells(line);
-        if cells.len() != header.len() {
-            return Err(ParseError::new(
-                &what,
-                Problem::Width(cells.len(), header.len()),
-            ));
-        }
+        let cells = one_per_column(md_cells(line), &header, &what)?;
         // Fields the md table leaves out are at llama-bench's defaults.
         let defaults = serde_json::to_value(BenchRow::cpu_defaults());
         let Ok(Value::Object(mut map)) = defaults else {

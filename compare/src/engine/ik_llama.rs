@@ -12,16 +12,13 @@
 //! depth runs as; a prompt at depth it cannot run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Map, Value};
 
-use super::{
-    check_row, sample_from, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test,
-};
-use crate::bench_format::{ParseError, Problem};
+use super::{sample_of, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
+use crate::bench_format::{check_required, ParseError, Problem};
 use crate::bench_row::BenchRow;
-use crate::llama_bench::{cache_dir, read_line, run_measured, ToolError};
+use crate::llama_bench::{cache_dir, read_line, run_tool, ToolError};
 use crate::Result;
 
 /// The command that builds ik_llama.cpp's tools into the cache.
@@ -119,21 +116,9 @@ impl Engine for IkLlamaCpp {
             return Err(crate::Error::ModelNotFound(model.to_path_buf()));
         }
         let args = IkLlamaCpp::args(model, test, threads);
-        let mut cmd = Command::new(self.tool("llama-bench")?);
-        cmd.args(&args);
-        let stats = run_measured(cmd)?;
-        if stats.exit_code != Some(0) {
-            let command = format!("ik_llama.cpp llama-bench {}", args.join(" "));
-            let failure = stats.failure();
-            return Err(ToolError::Failed { command, failure }.into());
-        }
-        let rows = parse_json(&stats.stdout)?;
-        let [row] = <[BenchRow; 1]>::try_from(rows).map_err(|rows| ToolError::RowCount {
-            tool: "ik_llama.cpp llama-bench",
-            rows: rows.len(),
-        })?;
-        check_row("ik_llama.cpp llama-bench", test, &row)?;
-        Ok(sample_from(row, &stats))
+        let tool = "ik_llama.cpp llama-bench";
+        let stats = run_tool(&self.tool("llama-bench")?, tool, &args)?;
+        sample_of(tool, test, parse_json(&stats.stdout)?, &stats)
     }
 }
 
@@ -212,14 +197,7 @@ pub fn parse_json(text: &str) -> Result<Vec<BenchRow>, ParseError> {
 /// One ik_llama.cpp row as a [`BenchRow`]: its booleans where mainline has integers become
 /// 0/1, and the fields mainline does not know go to `extra`.
 fn row_from_ik(mut map: Map<String, Value>) -> Result<BenchRow, Problem> {
-    let missing: Vec<&str> = REQUIRED
-        .iter()
-        .copied()
-        .filter(|f| !map.contains_key(*f))
-        .collect();
-    if !missing.is_empty() {
-        return Err(Problem::Missing(missing.join(", ")));
-    }
+    check_required(&map, &REQUIRED)?;
     for field in ["flash_attn"] {
         if let Some(Value::Bool(b)) = map.get(field) {
             let n = i64::from(*b);

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use pocket_model::sampler::SamplerParams;
-use pocket_model::KvType;
+use pocket_model::{KvType, SessionOptions};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -106,6 +106,23 @@ pub struct ServeArgs {
     pub spec: crate::cli::spec_args::SpecArgs,
     #[command(flatten)]
     pub sampling: DefaultSampling,
+}
+
+impl ServeArgs {
+    /// A session as the flags set it up (cache types, threads); `pin`: its threads pinned
+    /// to cores.
+    pub fn session_options(&self, pin: bool) -> SessionOptions {
+        let mut o = SessionOptions {
+            pin,
+            type_k: self.type_k,
+            type_v: self.type_v,
+            ..Default::default()
+        };
+        if let Some(t) = self.threads {
+            o.n_threads = t.max(1);
+        }
+        o
+    }
 }
 
 /// The server-wide sampling defaults (llama-server's), which each request may override.

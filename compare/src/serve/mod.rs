@@ -100,17 +100,11 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let override_ = from_file.as_deref().or(a.chat_template.as_deref());
     let template = ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, override_)?;
     let n_ctx_slot = a.ctx_size / a.parallel;
-    let mut o = SessionOptions {
+    let o = SessionOptions {
         n_ctx: n_ctx_slot,
         n_seq: a.parallel,
-        pin: true,
-        type_k: a.type_k,
-        type_v: a.type_v,
-        ..Default::default()
+        ..a.session_options(true)
     };
-    if let Some(t) = a.threads {
-        o.n_threads = t.max(1);
-    }
     let session = Session::try_new(&model, o)?;
     // Speculative decoding: a drafter per slot; a draft model's sessions run on the
     // engine thread alone (one thread each: the target's pool waits meanwhile).

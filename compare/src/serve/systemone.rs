@@ -404,16 +404,7 @@ pub async fn systemone(
             .map_err(|e| bad(format!("chat template: {e}")))?;
         prompts.push(p);
     }
-    let a = &app.args;
-    let mut session = SessionOptions {
-        pin: false,
-        type_k: a.type_k,
-        type_v: a.type_v,
-        ..Default::default()
-    };
-    if let Some(t) = a.threads {
-        session.n_threads = t.max(1);
-    }
+    let session = app.args.session_options(false);
     let work = DecisionWork {
         model: l.model.clone(),
         prompts,
