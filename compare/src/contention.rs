@@ -74,26 +74,55 @@ mod tests {
         assert!(e.to_string().contains("--contention 100000"), "{e}");
     }
 
-    /// The loop really burns its CPU: its thread's CPU time grows while it runs.
+    /// The loop really burns its CPU: its own thread's CPU time grows while it runs, and
+    /// the thread is gone once the loop is dropped.
     #[test]
     #[cfg(target_os = "linux")]
     fn the_loop_spins_on_its_cpu_and_stops_when_dropped() {
         let cpu = pocket_model::threadpool::process_cores()[0].id;
-        let before = process_cpu_seconds();
+        let name = format!("busy-cpu{cpu}");
         let b = BusyLoop::start(cpu).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // On a loaded machine (the other tests, a parallel build) the pinned loop may get
+        // a fraction of its CPU: wait until it has burned 0.1 s, for up to 20 s.
+        let start = std::time::Instant::now();
+        let mut used = 0.0;
+        while start.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            used = thread_cpu_seconds(&name).expect("the busy thread runs");
+            if used > 0.1 {
+                break;
+            }
+        }
         drop(b);
-        let used = process_cpu_seconds() - before;
-        assert!(used > 0.1, "the busy loop used {used} s of CPU in 0.3 s");
+        assert!(
+            used > 0.1,
+            "the busy loop used {used} s of CPU in {:?}",
+            start.elapsed()
+        );
+        assert_eq!(
+            thread_cpu_seconds(&name),
+            None,
+            "the busy thread outlived the drop"
+        );
     }
 
+    /// utime + stime of this process's thread named `name` (at most one such thread runs
+    /// here: the other tests pin their loops elsewhere or not at all), `None` if none is.
     #[cfg(target_os = "linux")]
-    fn process_cpu_seconds() -> f64 {
-        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let f: Vec<&str> = after.split(' ').collect();
-        // utime, stime: fields 14 and 15 of stat, 12 and 13 after the command name.
-        let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-        ticks / 100.0
+    fn thread_cpu_seconds(name: &str) -> Option<f64> {
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+                continue; // the thread ended between the listing and the read
+            };
+            let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+            if &stat[open + 1..close] != name {
+                continue;
+            }
+            let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+            // utime, stime: fields 14 and 15 of stat, 12 and 13 after the command name.
+            let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+            return Some(ticks / 100.0);
+        }
+        None
     }
 }
