@@ -382,15 +382,22 @@ mod arm_dot {
         Isa::available()
     }
 
+    /// Two byte vectors of the same length, 1 to 8 blocks of 32.
+    fn block_pair<A: Arbitrary, B: Arbitrary>() -> impl Strategy<Value = (Vec<A>, Vec<B>)> {
+        (1usize..9).prop_flat_map(|blocks| {
+            (
+                prop::collection::vec(any::<A>(), 32 * blocks),
+                prop::collection::vec(any::<B>(), 32 * blocks),
+            )
+        })
+    }
+
     proptest! {
         #![proptest_config(super::config())]
 
         #[test]
         fn dot_i8_matches_reference(
-            (a, b) in (1usize..9).prop_flat_map(|blocks| (
-                prop::collection::vec(any::<i8>(), 32 * blocks),
-                prop::collection::vec(any::<i8>(), 32 * blocks),
-            )),
+            (a, b) in block_pair::<i8, i8>(),
         ) {
             let want = dot_i8_ref(&a, &b);
             for isa in levels() {
@@ -400,10 +407,7 @@ mod arm_dot {
 
         #[test]
         fn dot_u8i8_matches_reference(
-            (a, b) in (1usize..9).prop_flat_map(|blocks| (
-                prop::collection::vec(any::<u8>(), 32 * blocks),
-                prop::collection::vec(any::<i8>(), 32 * blocks),
-            )),
+            (a, b) in block_pair::<u8, i8>(),
         ) {
             let want = dot_u8i8_ref(&a, &b);
             for isa in levels() {
