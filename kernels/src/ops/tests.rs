@@ -392,27 +392,31 @@ mod arm_dot {
         })
     }
 
+    /// `with(isa, a, b)` on every level equals the scalar `reference(a, b)`.
+    fn dot_matches_reference<A, B>(
+        a: &[A],
+        b: &[B],
+        reference: fn(&[A], &[B]) -> i32,
+        with: fn(Isa, &[A], &[B]) -> i32,
+    ) -> Result<(), TestCaseError> {
+        let want = reference(a, b);
+        for isa in levels() {
+            prop_assert_eq!(with(isa, a, b), want, "{}", isa);
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(super::config())]
 
         #[test]
-        fn dot_i8_matches_reference(
-            (a, b) in block_pair::<i8, i8>(),
-        ) {
-            let want = dot_i8_ref(&a, &b);
-            for isa in levels() {
-                prop_assert_eq!(dot_i8_with(isa, &a, &b), want, "{}", isa);
-            }
+        fn dot_i8_matches_reference((a, b) in block_pair::<i8, i8>()) {
+            dot_matches_reference(&a, &b, dot_i8_ref, dot_i8_with)?;
         }
 
         #[test]
-        fn dot_u8i8_matches_reference(
-            (a, b) in block_pair::<u8, i8>(),
-        ) {
-            let want = dot_u8i8_ref(&a, &b);
-            for isa in levels() {
-                prop_assert_eq!(dot_u8i8_with(isa, &a, &b), want, "{}", isa);
-            }
+        fn dot_u8i8_matches_reference((a, b) in block_pair::<u8, i8>()) {
+            dot_matches_reference(&a, &b, dot_u8i8_ref, dot_u8i8_with)?;
         }
 
         #[test]
