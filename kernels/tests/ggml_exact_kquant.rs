@@ -66,10 +66,9 @@ fn check_seed(seed: u64, t: &mut Bits) {
     r.read_records::<7>(&format!("seed {seed}"), |r, kind| {
         let tag = format!("seed {seed} kind {kind}");
         match kind {
-            1 => check_quantized_rows(r, t, &tag, (1, 256), q8_k::quantize_row_q8_k, q8k),
-            2 => {
-                let quantize = q8_k::quantize_row_q8_k_4x8;
-                check_quantized_rows(r, t, &tag, (4, 256), quantize, q8k);
+            1 | 2 => {
+                let quantize = [q8_k::quantize_row_q8_k, q8_k::quantize_row_q8_k_4x8];
+                check_quantized_rows(r, t, (&tag, kind), 256, quantize, q8k);
             }
             3 => {
                 let ty = r.u32();

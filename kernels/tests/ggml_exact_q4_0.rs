@@ -40,10 +40,9 @@ fn check_seed(seed: u64, threads: usize, t: &mut Bits) {
     r.read_records::<5>(&format!("seed {seed}"), |r, kind| {
         let tag = format!("seed {seed} threads {threads} kind {kind}");
         match kind {
-            1 => check_quantized_rows(r, t, &tag, (1, 32), q4_0::quantize_row_q8_0, q8_0),
-            2 => {
-                let quantize = q4_0::quantize_row_q8_0_4x8;
-                check_quantized_rows(r, t, &tag, (4, 32), quantize, q8_0);
+            1 | 2 => {
+                let quantize = [q4_0::quantize_row_q8_0, q4_0::quantize_row_q8_0_4x8];
+                check_quantized_rows(r, t, (&tag, kind), 32, quantize, q8_0);
             }
             3 => {
                 let k = r.u32() as usize;

@@ -273,18 +273,24 @@ impl Bits {
     }
 }
 
-/// A quantizer record of the ggml_exact oracles: `k`, then `n_rows` rows of `k` floats,
-/// then ggml's blocks of `qk` elements. Each row is quantized by `quantize` (ggml's 4x8
-/// quantizers treat their rows independently) and every block compared with ggml's by
+/// A quantizer record of the ggml_exact oracles, kind 1 (one row by ggml's plain row
+/// quantizer, `quantize[0]`) or kind 2 (four rows by its 4x8 one, `quantize[1]`; ggml's
+/// 4x8 quantizers treat their rows independently): `k`, the rows of `k` floats, then
+/// ggml's blocks of `qk` elements. Every block is compared with ggml's by
 /// `check(t, what, index, ours, ggml)`.
 pub fn check_quantized_rows<B: bytemuck::Pod>(
     r: &mut Reader,
     t: &mut Bits,
-    tag: &str,
-    (n_rows, qk): (usize, usize),
-    quantize: fn(&[f32], &mut [B]),
+    (tag, kind): (&str, usize),
+    qk: usize,
+    quantize: [fn(&[f32], &mut [B]); 2],
     check: fn(&mut Bits, &str, usize, &B, &B),
 ) {
+    let (n_rows, quantize) = match kind {
+        1 => (1, quantize[0]),
+        2 => (4, quantize[1]),
+        _ => panic!("kind {kind} is no quantizer record"),
+    };
     let k = r.u32() as usize;
     let x = r.f32s(n_rows * k);
     let ggml: Vec<B> = r.blocks(n_rows * k / qk);
