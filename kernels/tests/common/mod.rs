@@ -273,6 +273,9 @@ impl Bits {
     }
 }
 
+/// A ggml row quantizer into blocks `B`.
+pub type Quantizer<B> = fn(&[f32], &mut [B]);
+
 /// A quantizer record of the ggml_exact oracles, kind 1 (one row by ggml's plain row
 /// quantizer, `quantize[0]`) or kind 2 (four rows by its 4x8 one, `quantize[1]`; ggml's
 /// 4x8 quantizers treat their rows independently): `k`, the rows of `k` floats, then
@@ -283,7 +286,7 @@ pub fn check_quantized_rows<B: bytemuck::Pod>(
     t: &mut Bits,
     (tag, kind): (&str, usize),
     qk: usize,
-    quantize: [fn(&[f32], &mut [B]); 2],
+    quantize: [Quantizer<B>; 2],
     check: fn(&mut Bits, &str, usize, &B, &B),
 ) {
     let (n_rows, quantize) = match kind {
