@@ -14,6 +14,27 @@ impl XorShift {
     }
 }
 
+/// Every format the benchmarks measure, in the order they report: (name, type, Q4_1
+/// 64-groups share (d, m)).
+pub const FORMATS: [(&str, GgmlType, bool); 9] = [
+    ("q4_0", GgmlType::Q4_0, false),
+    ("q4_1", GgmlType::Q4_1, false),
+    ("q4_1x64", GgmlType::Q4_1, true),
+    ("q8_0", GgmlType::Q8_0, false),
+    ("q5_0", GgmlType::Q5_0, false),
+    ("q4_k", GgmlType::Q4_K, false),
+    ("q5_k", GgmlType::Q5_K, false),
+    ("q6_k", GgmlType::Q6_K, false),
+    ("f16", GgmlType::F16, false),
+];
+
+/// `n` activations uniform in [-2, 2), drawn from `rng`.
+pub fn random_activations(rng: &mut XorShift, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
+        .collect()
+}
+
 /// Random raw GGUF bytes with small, sane fp16 scale fields.
 pub fn random_tensor(ty: GgmlType, share: bool, rows: usize, cols: usize) -> Vec<u8> {
     let (bs, bb) = (ty.block_size(), ty.type_size());

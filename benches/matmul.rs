@@ -27,7 +27,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 mod data;
-use data::{random_tensor, XorShift};
+use data::{random_activations, random_tensor, XorShift, FORMATS};
 
 const SHAPES: [(usize, usize); 5] = [
     (896, 896),
@@ -42,19 +42,6 @@ const SHAPES: [(usize, usize); 5] = [
 const GEMV_EXTRA: (usize, usize) = (65536, 2560);
 const TOKENS: usize = 512;
 
-/// (name, type, Q4_1 64-groups share (d, m)).
-const FORMATS: [(&str, GgmlType, bool); 9] = [
-    ("q4_0", GgmlType::Q4_0, false),
-    ("q4_1", GgmlType::Q4_1, false),
-    ("q4_1x64", GgmlType::Q4_1, true),
-    ("q8_0", GgmlType::Q8_0, false),
-    ("q5_0", GgmlType::Q5_0, false),
-    ("q4_k", GgmlType::Q4_K, false),
-    ("q5_k", GgmlType::Q5_K, false),
-    ("q6_k", GgmlType::Q6_K, false),
-    ("f16", GgmlType::F16, false),
-];
-
 /// The format takes rows of `cols` (K-quants: multiples of 256), and F16 stays off the
 /// 65536x2560 shape (335 MB unpacked, as much again packed: too much for a shared box).
 fn valid(ty: GgmlType, rows: usize, cols: usize) -> bool {
@@ -68,10 +55,7 @@ fn pack(ty: GgmlType, share: bool, rows: usize, cols: usize) -> PackedMatrix {
 }
 
 fn activation(tokens: usize, cols: usize) -> QuantizedActivation {
-    let mut rng = XorShift(42);
-    let x: Vec<f32> = (0..tokens * cols)
-        .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
-        .collect();
+    let x = random_activations(&mut XorShift(42), tokens * cols);
     QuantizedActivation::quantize(&x, tokens)
 }
 

@@ -11,27 +11,20 @@
 //! alternately on the same filter.
 
 use pocket_kernels::matmul::{gemm, PackOptions, PackedMatrix, QuantizedActivation};
-use pocket_kernels::{GgmlType, Isa};
+use pocket_kernels::Isa;
 use std::hint::black_box;
 
-// The benchmarks' weights (`random_tensor`) and random source.
+// The benchmarks' weights (`random_tensor`), activations, formats and random source.
 #[path = "../../benches/data.rs"]
 mod data;
-use data::{random_tensor, XorShift};
+use data::{random_activations, random_tensor, XorShift, FORMATS};
 
 const REPS: usize = 7;
 
 const SHAPES: [(usize, usize); 4] = [(2560, 896), (896, 2560), (1152, 896), (896, 896)];
 
-const FORMATS: [(&str, GgmlType, bool); 7] = [
-    ("q4_0", GgmlType::Q4_0, false),
-    ("q4_1", GgmlType::Q4_1, false),
-    ("q4_1x64", GgmlType::Q4_1, true),
-    ("q8_0", GgmlType::Q8_0, false),
-    ("q5_0", GgmlType::Q5_0, false),
-    ("q4_k", GgmlType::Q4_K, false),
-    ("q6_k", GgmlType::Q6_K, false),
-];
+/// The benchmarks' formats but these (Q5_K and F16 are not A/B targets here).
+const SKIPPED: [&str; 2] = ["q5_k", "f16"];
 
 /// Nanoseconds this thread has run on a CPU.
 fn cpu_ns() -> u64 {
@@ -48,16 +41,14 @@ fn main() {
     for (rows, cols) in SHAPES {
         for (name, ty, share) in FORMATS {
             let case = format!("gemm/{rows}x{cols}/{name}");
-            if !case.contains(&filter) || cols % ty.block_size() != 0 {
+            if SKIPPED.contains(&name) || !case.contains(&filter) || cols % ty.block_size() != 0 {
                 continue;
             }
             let bytes = random_tensor(ty, share, rows, cols);
             let w =
                 PackedMatrix::pack_with(ty, &bytes, rows, cols, PackOptions { merge_q4_1: share })
                     .unwrap();
-            let x: Vec<f32> = (0..tokens * cols)
-                .map(|_| (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
-                .collect();
+            let x = random_activations(&mut rng, tokens * cols);
             let act = QuantizedActivation::quantize(&x, tokens);
             let mut out = vec![0f32; rows * tokens];
             // Enough inner passes for ~50 ms per rep.

@@ -7,7 +7,7 @@
 
 mod common;
 use bytemuck::Pod;
-use common::{mul_mat_rows, run_oracle, Bits, Reader};
+use common::{check_quantized_rows, mul_mat_rows, run_oracle, Bits, Reader};
 
 use half::f16;
 use pocket_kernels::formats::q4_k::BlockQ4K;
@@ -63,32 +63,12 @@ fn q8_0_mul_mat<W: Pod>(
 
 fn check_seed(seed: u64, t: &mut Bits) {
     let mut r = run_oracle("ggml_kquant_oracle", seed, "", b"GKQO", |_| {});
-    let mut kinds = [0usize; 7];
-    loop {
-        let kind = r.u32();
-        if kind == 0 {
-            break;
-        }
-        kinds[kind as usize] += 1;
+    r.read_records::<7>(&format!("seed {seed}"), |r, kind| {
         let tag = format!("seed {seed} kind {kind}");
         match kind {
             1 | 2 => {
-                let k = r.u32() as usize;
-                let n_rows = if kind == 1 { 1 } else { 4 };
-                let x = r.f32s(n_rows * k);
-                let ggml: Vec<BlockQ8K> = r.blocks(n_rows * k / 256);
-                let mut ours = vec![zero_q8k(); n_rows * k / 256];
-                if kind == 1 {
-                    q8_k::quantize_row_q8_k(&x, &mut ours);
-                } else {
-                    // Rows of ggml_quantize_mat_q8_K_4x8 are independent.
-                    for (xr, o) in x.chunks_exact(k).zip(ours.chunks_exact_mut(k / 256)) {
-                        q8_k::quantize_row_q8_k_4x8(xr, o);
-                    }
-                }
-                for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
-                    q8k(t, &format!("{tag} k={k}"), i, o, g);
-                }
+                let quantize = [q8_k::quantize_row_q8_k, q8_k::quantize_row_q8_k_4x8];
+                check_quantized_rows(r, t, (&tag, kind), 256, quantize, q8k);
             }
             3 => {
                 let ty = r.u32();
@@ -132,8 +112,8 @@ fn check_seed(seed: u64, t: &mut Bits) {
                             q6_k::vec_dot_q6_k_q8_k,
                         )
                     }
-                    Q5_0 => q8_0_mul_mat(&mut r, dims, q5_0::vec_dot_q5_0_q8_0),
-                    Q8_0 => q8_0_mul_mat(&mut r, dims, dots::vec_dot_q8_0_q8_0),
+                    Q5_0 => q8_0_mul_mat(r, dims, q5_0::vec_dot_q5_0_q8_0),
+                    Q8_0 => q8_0_mul_mat(r, dims, dots::vec_dot_q8_0_q8_0),
                     _ => panic!("unknown type {ty}"),
                 };
                 let ggml = r.f32s(tokens * rows);
@@ -175,12 +155,7 @@ fn check_seed(seed: u64, t: &mut Bits) {
             }
             _ => panic!("unknown record kind {kind}"),
         }
-    }
-    r.finish();
-    assert!(
-        kinds[1..].iter().all(|&c| c > 0),
-        "seed {seed}: some record kinds missing: {kinds:?}"
-    );
+    });
 }
 
 #[test]

@@ -88,19 +88,36 @@ fn ty_strategy() -> impl Strategy<Value = (GgmlType, bool)> {
     ]
 }
 
+/// A format (as [`ty_strategy`]) with a row length it takes: `1..=max_blocks` blocks of
+/// 32, made even when Q4_1 64-groups share (d, m).
+fn weights_strategy(max_blocks: usize) -> impl Strategy<Value = (GgmlType, bool, usize)> {
+    (ty_strategy(), 1..=max_blocks).prop_map(|((ty, share), blocks)| {
+        let blocks = if share { blocks + blocks % 2 } else { blocks };
+        (ty, share, blocks * 32)
+    })
+}
+
+/// A product: weights of up to 9 blocks a row, `1..=max_rows` rows, `1..=max_tokens`
+/// tokens, and the seed of the data.
+fn product_strategy(
+    max_rows: usize,
+    max_tokens: usize,
+) -> impl Strategy<Value = ((GgmlType, bool, usize), usize, usize, u64)> {
+    (
+        weights_strategy(9),
+        1..=max_rows,
+        1..=max_tokens,
+        any::<u64>(),
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn gemm_and_gemv_match_reference(
-        (ty, share) in ty_strategy(),
-        rows in 1usize..=41,
-        blocks in 1usize..=9,
-        tokens in 1usize..=9,
-        seed in any::<u64>(),
+        ((ty, share, cols), rows, tokens, seed) in product_strategy(41, 9),
     ) {
-        let blocks = if share { blocks + blocks % 2 } else { blocks };
-        let cols = blocks * 32;
         let mut rng = Rng(seed);
         let bytes = random_tensor(ty, rows, cols, share, &mut rng);
         let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
@@ -139,14 +156,8 @@ proptest! {
 
     #[test]
     fn swiglu_matches_reference(
-        (ty, share) in ty_strategy(),
-        rows in 1usize..=25,
-        blocks in 1usize..=9,
-        tokens in 1usize..=6,
-        seed in any::<u64>(),
+        ((ty, share, cols), rows, tokens, seed) in product_strategy(25, 6),
     ) {
-        let blocks = if share { blocks + blocks % 2 } else { blocks };
-        let cols = blocks * 32;
         let mut rng = Rng(seed);
         let gate = random_tensor(ty, rows, cols, share, &mut rng);
         let up = random_tensor(ty, rows, cols, share, &mut rng);
@@ -182,13 +193,10 @@ proptest! {
 
     #[test]
     fn stacked_equals_separate(
-        (ty, share) in ty_strategy(),
+        (ty, share, cols) in weights_strategy(5),
         r1 in 1usize..=20, r2 in 1usize..=20, r3 in 1usize..=20,
-        blocks in 1usize..=5,
         seed in any::<u64>(),
     ) {
-        let blocks = if share { blocks + blocks % 2 } else { blocks };
-        let cols = blocks * 32;
         let mut rng = Rng(seed);
         let ts: Vec<(Vec<u8>, usize)> = [r1, r2, r3].iter()
             .map(|&r| (random_tensor(ty, r, cols, share, &mut rng), r)).collect();
@@ -330,6 +338,19 @@ fn split_helpers_cover_every_row_once() {
     }
 }
 
+/// Raw GGUF bytes whose every code byte is `code`, with d = 0.5 (and m = -1 for Q4_1).
+fn constant_code_tensor(ty: GgmlType, rows: usize, cols: usize, code: u8) -> Vec<u8> {
+    let bb = ty.type_size();
+    let mut bytes = vec![code; rows * cols / 32 * bb];
+    for blk in bytes.chunks_exact_mut(bb) {
+        blk[0..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+        if ty == GgmlType::Q4_1 {
+            blk[2..4].copy_from_slice(&f16::from_f32(-1.0).to_bits().to_le_bytes());
+        }
+    }
+    bytes
+}
+
 /// The integer paths' worst cases: all-15 nibbles / -128 int8 codes against ±127
 /// activations (the int16 sums must not saturate), over a long row.
 #[test]
@@ -337,14 +358,7 @@ fn extreme_codes_do_not_saturate() {
     let (rows, cols) = (11, 4096);
     for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
         for code in [0xFFu8, 0x80, 0x00, 0x0F, 0xF0] {
-            let bb = ty.type_size();
-            let mut bytes = vec![code; rows * cols / 32 * bb];
-            for blk in bytes.chunks_exact_mut(bb) {
-                blk[0..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
-                if ty == GgmlType::Q4_1 {
-                    blk[2..4].copy_from_slice(&f16::from_f32(-1.0).to_bits().to_le_bytes());
-                }
-            }
+            let bytes = constant_code_tensor(ty, rows, cols, code);
             let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
             common::assert_extremes_do_not_saturate(ty, code, &w, rows, cols, |act| {
                 common::naive_product(act, false, rows, |r| naive_row(ty, &bytes, r, cols))
@@ -419,14 +433,7 @@ fn extreme_codes_exact_for_odd_token_counts() {
     let (rows, cols) = (9, 4096);
     for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
         for code in [0xFFu8, 0x80, 0x7F] {
-            let bb = ty.type_size();
-            let mut bytes = vec![code; rows * cols / 32 * bb];
-            for blk in bytes.chunks_exact_mut(bb) {
-                blk[0..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
-                if ty == GgmlType::Q4_1 {
-                    blk[2..4].copy_from_slice(&f16::from_f32(-1.0).to_bits().to_le_bytes());
-                }
-            }
+            let bytes = constant_code_tensor(ty, rows, cols, code);
             let w = PackedMatrix::pack(ty, &bytes, rows, cols).unwrap();
             for tokens in [1, 3] {
                 let x: Vec<f32> = (0..tokens * cols)

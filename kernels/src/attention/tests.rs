@@ -150,29 +150,37 @@ fn cases() -> Vec<Case> {
     v
 }
 
-/// Each level's dispatch equals the body compiled without target features, bit for bit
-/// (same softmax level): the AVX2 build only vectorizes.
-#[test]
-fn every_level_equals_the_generic_body() {
+/// Runs every case on every level for each of its KV groups, then
+/// `check(case, isa, group, output, scratch)`.
+fn for_each_run(mut check: impl FnMut(&Case, Isa, usize, &[f32], &mut AttnScratch)) {
     let mut s = AttnScratch::default();
     for c in cases() {
         for isa in Isa::available() {
             for g in 0..c.n_kv {
                 let got = c.run(g, isa, &mut s);
-                let mut want = vec![f32::NAN; got.len()];
-                attend_body(&c.rows(), &c.block(g), &mut want, &mut s, isa);
-                let same = got
-                    .iter()
-                    .zip(&want)
-                    .all(|(x, y)| x.to_bits() == y.to_bits());
-                assert!(
-                    same,
-                    "{isa} hd {} pos0 {} bt {}: not bit-identical",
-                    c.head_dim, c.pos0, c.bt
-                );
+                check(&c, isa, g, &got, &mut s);
             }
         }
     }
+}
+
+/// Each level's dispatch equals the body compiled without target features, bit for bit
+/// (same softmax level): the AVX2 build only vectorizes.
+#[test]
+fn every_level_equals_the_generic_body() {
+    for_each_run(|c, isa, g, got, s| {
+        let mut want = vec![f32::NAN; got.len()];
+        attend_body(&c.rows(), &c.block(g), &mut want, s, isa);
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(
+            same,
+            "{isa} hd {} pos0 {} bt {}: not bit-identical",
+            c.head_dim, c.pos0, c.bt
+        );
+    });
 }
 
 /// Every level against the scalar one: only the softmax's `exp` differs (~2 ulp), so
@@ -197,30 +205,24 @@ fn every_level_is_close_to_scalar() {
 
 #[test]
 fn matches_the_definition() {
-    let mut s = AttnScratch::default();
-    for c in cases() {
-        for isa in Isa::available() {
-            for g in 0..c.n_kv {
-                let got = c.run(g, isa, &mut s);
-                let len = c.group * c.head_dim;
-                for i in 0..c.bt {
-                    for h in 0..c.group {
-                        let want = c.naive(g, i, h);
-                        let row = &got[i * len + h * c.head_dim..][..c.head_dim];
-                        for (d, (x, y)) in row.iter().zip(&want).enumerate() {
-                            assert!(
-                                (*x as f64 - y).abs() < 1e-5,
-                                "{isa} hd {} pos0 {} window {} row {i} head {h} dim {d}: {x} vs {y}",
-                                c.head_dim,
-                                c.pos0,
-                                c.window
-                            );
-                        }
-                    }
+    for_each_run(|c, isa, g, got, _| {
+        let len = c.group * c.head_dim;
+        for i in 0..c.bt {
+            for h in 0..c.group {
+                let want = c.naive(g, i, h);
+                let row = &got[i * len + h * c.head_dim..][..c.head_dim];
+                for (d, (x, y)) in row.iter().zip(&want).enumerate() {
+                    assert!(
+                        (*x as f64 - y).abs() < 1e-5,
+                        "{isa} hd {} pos0 {} window {} row {i} head {h} dim {d}: {x} vs {y}",
+                        c.head_dim,
+                        c.pos0,
+                        c.window
+                    );
                 }
             }
         }
-    }
+    });
 }
 
 /// A block of rows gives each row what it gets alone (decode = prefill, bit for bit).

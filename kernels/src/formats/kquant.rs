@@ -6,6 +6,7 @@
 use half::f16;
 
 use super::q8_k::BlockQ8K;
+use super::{decode_blocks, sum_block_dots};
 
 /// Elements per K-quant super-block.
 pub const QK_K: usize = 256;
@@ -63,6 +64,23 @@ pub(crate) fn dequantize_k4(d: f16, dmin: f16, scales: &[u8; 12], q: &[u8; QK_K]
             y[l] = dl * q[l] as f32 - ml;
         }
     }
+}
+
+/// A super-block in Q4_K's scale layout (Q4_K, Q5_K): the two formats differ only in
+/// where a code's bits are stored.
+pub(crate) trait K4Block {
+    /// `(d, dmin, packed 6-bit scales and mins)`.
+    fn scales(&self) -> (f16, f16, &[u8; 12]);
+    /// The 256 unsigned codes in element order.
+    fn codes(&self) -> [u8; QK_K];
+}
+
+/// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`) with [`dequantize_k4`].
+pub(crate) fn dequantize_row_k4<B: K4Block>(blocks: &[B], out: &mut [f32]) {
+    decode_blocks(blocks, out, QK_K, |b, y| {
+        let (d, dmin, scales) = b.scales();
+        dequantize_k4(d, dmin, scales, &b.codes(), y);
+    })
 }
 
 /// The shared part of `quantize_row_q4_K_ref`/`_q5_K_ref` for one super-block `xb`: per
@@ -141,6 +159,14 @@ pub(crate) fn vec_dot_k4(
         msum += m as i32 * (y.bsums[2 * s] as i32 + y.bsums[2 * s + 1] as i32);
     }
     d.to_f32() * y.d * isum as f32 - dmin.to_f32() * y.d * msum as f32
+}
+
+/// The Q4_K/Q5_K scalar dot product with Q8_K activations, [`vec_dot_k4`] per super-block.
+pub(crate) fn vec_dot_row_k4<B: K4Block>(w: &[B], a: &[BlockQ8K]) -> f32 {
+    sum_block_dots(w, a, |x, y| {
+        let (d, dmin, scales) = x.scales();
+        vec_dot_k4(d, dmin, scales, &x.codes(), y)
+    })
 }
 
 /// ggml's `make_qkx2_quants`: an asymmetric fit `x ≈ scale*L + min` with `L` in

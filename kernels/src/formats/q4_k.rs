@@ -10,10 +10,8 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::decode_blocks;
-use super::kquant::{dequantize_k4, quantize_k4, vec_dot_k4, QK_K};
+use super::kquant::{dequantize_row_k4, quantize_k4, vec_dot_row_k4, K4Block, QK_K};
 use super::q8_k::BlockQ8K;
-use super::sum_block_dots;
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 #[repr(C)]
@@ -26,24 +24,28 @@ pub struct BlockQ4K {
 
 const _: () = assert!(std::mem::size_of::<BlockQ4K>() == 144);
 
-/// The 256 unsigned 4-bit codes in element order.
-fn codes(b: &BlockQ4K) -> [u8; QK_K] {
-    let mut q = [0u8; QK_K];
-    for (i, group) in b.qs.chunks_exact(32).enumerate() {
-        for (l, &byte) in group.iter().enumerate() {
-            q[64 * i + l] = byte & 0xF;
-            q[64 * i + 32 + l] = byte >> 4;
-        }
+impl K4Block for BlockQ4K {
+    fn scales(&self) -> (f16, f16, &[u8; 12]) {
+        (self.d, self.dmin, &self.scales)
     }
-    q
+
+    /// The 256 unsigned 4-bit codes in element order.
+    fn codes(&self) -> [u8; QK_K] {
+        let mut q = [0u8; QK_K];
+        for (i, group) in self.qs.chunks_exact(32).enumerate() {
+            for (l, &byte) in group.iter().enumerate() {
+                q[64 * i + l] = byte & 0xF;
+                q[64 * i + 32 + l] = byte >> 4;
+            }
+        }
+        q
+    }
 }
 
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q4_K`.
 pub fn dequantize_row(blocks: &[BlockQ4K], out: &mut [f32]) {
-    decode_blocks(blocks, out, QK_K, |b, y| {
-        dequantize_k4(b.d, b.dmin, &b.scales, &codes(b), y);
-    })
+    dequantize_row_k4(blocks, out)
 }
 
 /// `quantize_row_q4_K_ref`: per sub-block an asymmetric fit weighted by
@@ -66,9 +68,7 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ4K]) {
 /// an exact integer sum `Σ_s sc[s] * Σ q*q8` scaled by `d*d8`, minus the mins applied
 /// through `bsums` (`Σ_k bsums[k] * m[k/2]`) scaled by `dmin*d8`.
 pub fn vec_dot(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
-    sum_block_dots(w, a, |x, y| {
-        vec_dot_k4(x.d, x.dmin, &x.scales, &codes(x), y)
-    })
+    vec_dot_row_k4(w, a)
 }
 
 #[cfg(test)]

@@ -8,10 +8,8 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::decode_blocks;
-use super::kquant::{dequantize_k4, quantize_k4, vec_dot_k4, QK_K};
+use super::kquant::{dequantize_row_k4, quantize_k4, vec_dot_row_k4, K4Block, QK_K};
 use super::q8_k::BlockQ8K;
-use super::sum_block_dots;
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
 #[repr(C)]
@@ -25,25 +23,29 @@ pub struct BlockQ5K {
 
 const _: () = assert!(std::mem::size_of::<BlockQ5K>() == 176);
 
-/// The 256 unsigned 5-bit codes in element order.
-fn codes(b: &BlockQ5K) -> [u8; QK_K] {
-    let mut q = [0u8; QK_K];
-    for (i, group) in b.qs.chunks_exact(32).enumerate() {
-        for (l, &byte) in group.iter().enumerate() {
-            let h = b.qh[l] >> (2 * i);
-            q[64 * i + l] = (byte & 0xF) | ((h & 1) << 4);
-            q[64 * i + 32 + l] = (byte >> 4) | ((h & 2) << 3);
-        }
+impl K4Block for BlockQ5K {
+    fn scales(&self) -> (f16, f16, &[u8; 12]) {
+        (self.d, self.dmin, &self.scales)
     }
-    q
+
+    /// The 256 unsigned 5-bit codes in element order.
+    fn codes(&self) -> [u8; QK_K] {
+        let mut q = [0u8; QK_K];
+        for (i, group) in self.qs.chunks_exact(32).enumerate() {
+            for (l, &byte) in group.iter().enumerate() {
+                let h = self.qh[l] >> (2 * i);
+                q[64 * i + l] = (byte & 0xF) | ((h & 1) << 4);
+                q[64 * i + 32 + l] = (byte >> 4) | ((h & 2) << 3);
+            }
+        }
+        q
+    }
 }
 
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`), as
 /// `dequantize_row_q5_K`.
 pub fn dequantize_row(blocks: &[BlockQ5K], out: &mut [f32]) {
-    decode_blocks(blocks, out, QK_K, |b, y| {
-        dequantize_k4(b.d, b.dmin, &b.scales, &codes(b), y);
-    })
+    dequantize_row_k4(blocks, out)
 }
 
 /// `quantize_row_q5_K_ref`: as Q4_K with 32 levels and a narrower scale search
@@ -66,9 +68,7 @@ pub fn quantize_row(x: &[f32], out: &mut [BlockQ5K]) {
 
 /// Scalar reference dot product of Q5_K weights with Q8_K activations, as Q4_K's.
 pub fn vec_dot(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
-    sum_block_dots(w, a, |x, y| {
-        vec_dot_k4(x.d, x.dmin, &x.scales, &codes(x), y)
-    })
+    vec_dot_row_k4(w, a)
 }
 
 #[cfg(test)]

@@ -140,36 +140,31 @@ impl QuantizedActivation {
     }
     /// Codes of row `t`.
     pub fn row_qs(&self, t: usize) -> &[i8] {
-        &self.qs[t * self.cols..(t + 1) * self.cols]
+        row(&self.qs, t, self.cols)
     }
     /// Block scales of row `t`.
     pub fn row_d(&self, t: usize) -> &[f32] {
-        let nb = self.blocks();
-        &self.d[t * nb..(t + 1) * nb]
+        row(&self.d, t, self.blocks())
     }
     /// Block code sums of row `t`.
     pub fn row_sum(&self, t: usize) -> &[i32] {
-        let nb = self.blocks();
-        &self.sum[t * nb..(t + 1) * nb]
+        row(&self.sum, t, self.blocks())
     }
     /// Block `8·Σq` of row `t`.
     pub fn row_sum8(&self, t: usize) -> &[i32] {
-        let nb = self.blocks();
-        &self.sum8[t * nb..(t + 1) * nb]
+        row(&self.sum8, t, self.blocks())
     }
     /// Block half-sums of row `t`: `(Σq[0..16] as i16) | (Σq[16..32] as i16) << 16`.
     pub fn row_sum16(&self, t: usize) -> &[i32] {
-        let nb = self.blocks();
-        &self.sum16[t * nb..(t + 1) * nb]
+        row(&self.sum16, t, self.blocks())
     }
     /// The f32 input row `t` (as given, unquantized).
     pub fn row_f32(&self, t: usize) -> &[f32] {
-        &self.x[t * self.cols..(t + 1) * self.cols]
+        row(&self.x, t, self.cols)
     }
     /// Block `d·Σq` of row `t`.
     pub fn row_ds(&self, t: usize) -> &[f32] {
-        let nb = self.blocks();
-        &self.ds[t * nb..(t + 1) * nb]
+        row(&self.ds, t, self.blocks())
     }
     /// Dequantized row `t` (test oracle).
     pub fn dequant_row(&self, t: usize) -> Vec<f32> {
@@ -179,6 +174,12 @@ impl QuantizedActivation {
             .map(|(i, &q)| q as f32 * self.row_d(t)[i / QK])
             .collect()
     }
+}
+
+/// Row `t` of `v` cut into rows of `len`.
+#[inline(always)]
+fn row<T>(v: &[T], t: usize, len: usize) -> &[T] {
+    &v[t * len..(t + 1) * len]
 }
 
 /// Whole rows of a [`QuantizedActivation`] being filled: the input rows and the pieces of

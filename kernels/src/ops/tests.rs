@@ -382,33 +382,41 @@ mod arm_dot {
         Isa::available()
     }
 
+    /// Two byte vectors of the same length, 1 to 8 blocks of 32.
+    fn block_pair<A: Arbitrary, B: Arbitrary>() -> impl Strategy<Value = (Vec<A>, Vec<B>)> {
+        (1usize..9).prop_flat_map(|blocks| {
+            (
+                prop::collection::vec(any::<A>(), 32 * blocks),
+                prop::collection::vec(any::<B>(), 32 * blocks),
+            )
+        })
+    }
+
+    /// `with(isa, a, b)` on every level equals the scalar `reference(a, b)`.
+    fn dot_matches_reference<A, B>(
+        a: &[A],
+        b: &[B],
+        reference: fn(&[A], &[B]) -> i32,
+        with: fn(Isa, &[A], &[B]) -> i32,
+    ) -> Result<(), TestCaseError> {
+        let want = reference(a, b);
+        for isa in levels() {
+            prop_assert_eq!(with(isa, a, b), want, "{}", isa);
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(super::config())]
 
         #[test]
-        fn dot_i8_matches_reference(
-            (a, b) in (1usize..9).prop_flat_map(|blocks| (
-                prop::collection::vec(any::<i8>(), 32 * blocks),
-                prop::collection::vec(any::<i8>(), 32 * blocks),
-            )),
-        ) {
-            let want = dot_i8_ref(&a, &b);
-            for isa in levels() {
-                prop_assert_eq!(dot_i8_with(isa, &a, &b), want, "{}", isa);
-            }
+        fn dot_i8_matches_reference((a, b) in block_pair::<i8, i8>()) {
+            dot_matches_reference(&a, &b, dot_i8_ref, dot_i8_with)?;
         }
 
         #[test]
-        fn dot_u8i8_matches_reference(
-            (a, b) in (1usize..9).prop_flat_map(|blocks| (
-                prop::collection::vec(any::<u8>(), 32 * blocks),
-                prop::collection::vec(any::<i8>(), 32 * blocks),
-            )),
-        ) {
-            let want = dot_u8i8_ref(&a, &b);
-            for isa in levels() {
-                prop_assert_eq!(dot_u8i8_with(isa, &a, &b), want, "{}", isa);
-            }
+        fn dot_u8i8_matches_reference((a, b) in block_pair::<u8, i8>()) {
+            dot_matches_reference(&a, &b, dot_u8i8_ref, dot_u8i8_with)?;
         }
 
         #[test]

@@ -212,6 +212,29 @@ impl Reader {
         let w = self.blocks(rows * k / qk);
         (w, self.f32s(tokens * k))
     }
+    /// Reads records up to the kind-0 terminator, `record(reader, kind)` reading each
+    /// one's body, then asserts the whole file was read and every kind of `1..KINDS` came
+    /// at least once (`what` names the oracle run in the message).
+    pub fn read_records<const KINDS: usize>(
+        &mut self,
+        what: &str,
+        mut record: impl FnMut(&mut Reader, usize),
+    ) {
+        let mut kinds = [0usize; KINDS];
+        loop {
+            let kind = self.u32() as usize;
+            if kind == 0 {
+                break;
+            }
+            kinds[kind] += 1;
+            record(self, kind);
+        }
+        self.finish();
+        assert!(
+            kinds[1..].iter().all(|&c| c > 0),
+            "{what}: some record kinds missing: {kinds:?}"
+        );
+    }
     /// Asserts the whole file was read.
     pub fn finish(&self) {
         assert_eq!(self.at, self.b.len(), "trailing bytes in the oracle file");
@@ -247,6 +270,40 @@ impl Bits {
             self.checked,
             self.bad.join("\n")
         );
+    }
+}
+
+/// A ggml row quantizer into blocks `B`.
+pub type Quantizer<B> = fn(&[f32], &mut [B]);
+
+/// A quantizer record of the ggml_exact oracles, kind 1 (one row by ggml's plain row
+/// quantizer, `quantize[0]`) or kind 2 (four rows by its 4x8 one, `quantize[1]`; ggml's
+/// 4x8 quantizers treat their rows independently): `k`, the rows of `k` floats, then
+/// ggml's blocks of `qk` elements. Every block is compared with ggml's by
+/// `check(t, what, index, ours, ggml)`.
+pub fn check_quantized_rows<B: bytemuck::Pod>(
+    r: &mut Reader,
+    t: &mut Bits,
+    (tag, kind): (&str, usize),
+    qk: usize,
+    quantize: [Quantizer<B>; 2],
+    check: fn(&mut Bits, &str, usize, &B, &B),
+) {
+    let (n_rows, quantize) = match kind {
+        1 => (1, quantize[0]),
+        2 => (4, quantize[1]),
+        _ => panic!("kind {kind} is no quantizer record"),
+    };
+    let k = r.u32() as usize;
+    let x = r.f32s(n_rows * k);
+    let ggml: Vec<B> = r.blocks(n_rows * k / qk);
+    let mut ours = vec![B::zeroed(); n_rows * k / qk];
+    for (xr, o) in x.chunks_exact(k).zip(ours.chunks_exact_mut(k / qk)) {
+        quantize(xr, o);
+    }
+    let what = format!("{tag} k={k}");
+    for (i, (o, g)) in ours.iter().zip(&ggml).enumerate() {
+        check(t, &what, i, o, g);
     }
 }
 
