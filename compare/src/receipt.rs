@@ -461,3 +461,15 @@ pub fn rfc3339(secs: u64) -> String {
         rem % 60
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn rfc3339_formats_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_722_000_000), "2024-07-26T13:20:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}
