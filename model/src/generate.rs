@@ -259,14 +259,14 @@ impl<'a> StopFilter<'a> {
         // begin in what is held back or new.
         let from = self.sent;
         self.text.push_str(piece);
-        if let Some((at, s)) = find_stop(&self.text[from..], &self.stop) {
+        if let Some((at, s)) = find_stop(&self.text[from..], self.stop) {
             let reason = StopReason::Stop(s.clone());
             self.text.truncate(from + at);
             self.flush(on_piece);
             return Some(reason);
         }
         // Hand on all but the longest tail that is a prefix of a stop string.
-        let end = self.text.len() - stop_hold(&self.text[self.sent..], &self.stop);
+        let end = self.text.len() - stop_hold(&self.text[self.sent..], self.stop);
         if end > self.sent {
             let ok = on_piece(&self.text[self.sent..end]);
             self.sent = end;
