@@ -9,6 +9,8 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use common::figure;
+
 fn pocket(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pocket"))
         .arg("perplexity")
@@ -19,19 +21,6 @@ fn pocket(args: &[&str]) -> Output {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn figure(out: &str, key: &str) -> f64 {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(key))
-        .unwrap_or_else(|| panic!("no `{key}` in:\n{out}"));
-    line[key.len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 #[test]

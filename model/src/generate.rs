@@ -259,21 +259,14 @@ impl<'a> StopFilter<'a> {
         // begin in what is held back or new.
         let from = self.sent;
         self.text.push_str(piece);
-        for s in self.stop.iter().filter(|s| !s.is_empty()) {
-            if let Some(at) = self.text[from..].find(s.as_str()) {
-                self.text.truncate(from + at);
-                self.flush(on_piece);
-                return Some(StopReason::Stop(s.clone()));
-            }
+        if let Some((at, s)) = find_stop(&self.text[from..], self.stop) {
+            let reason = StopReason::Stop(s.clone());
+            self.text.truncate(from + at);
+            self.flush(on_piece);
+            return Some(reason);
         }
         // Hand on all but the longest tail that is a prefix of a stop string.
-        let hold = self
-            .stop
-            .iter()
-            .map(|s| longest_prefix_suffix(&self.text[self.sent..], s))
-            .max()
-            .unwrap_or(0);
-        let end = self.text.len() - hold;
+        let end = self.text.len() - stop_hold(&self.text[self.sent..], self.stop);
         if end > self.sent {
             let ok = on_piece(&self.text[self.sent..end]);
             self.sent = end;
@@ -290,6 +283,23 @@ impl<'a> StopFilter<'a> {
             self.sent = self.text.len();
         }
     }
+}
+
+/// The first of `stop` (in list order; empty strings never match) that occurs in `text`,
+/// and the byte where it begins.
+pub fn find_stop<'a>(text: &str, stop: &'a [String]) -> Option<(usize, &'a String)> {
+    stop.iter()
+        .filter(|s| !s.is_empty())
+        .find_map(|s| text.find(s.as_str()).map(|at| (at, s)))
+}
+
+/// How many bytes at the end of `text` must be held back because they may begin one of
+/// `stop`.
+pub fn stop_hold(text: &str, stop: &[String]) -> usize {
+    stop.iter()
+        .map(|s| longest_prefix_suffix(text, s))
+        .max()
+        .unwrap_or(0)
 }
 
 /// The length of the longest suffix of `text` that is a proper prefix of `stop`, cut at

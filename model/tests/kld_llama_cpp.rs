@@ -25,7 +25,7 @@ use pocket_model::perplexity::{kl_divergence, perplexity_base};
 use pocket_model::{Model, Numerics, SessionOptions};
 
 mod common;
-use common::{fixture, load_with_numerics};
+use common::{figure, fixture, load_with_numerics};
 
 const N_CTX: usize = 128;
 
@@ -88,17 +88,6 @@ fn figures(report: &str) -> Vec<String> {
                 .to_string()
         })
         .collect()
-}
-
-/// The first number after `key` on its line.
-fn value(report: &str, key: &str) -> f64 {
-    let line = report.lines().find(|l| l.starts_with(key)).unwrap();
-    line[key.len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 /// `write_check`: also check the writer byte for byte (one more ggml-numerics pass, ~30 s
@@ -176,8 +165,8 @@ fn check(name: &str, chunks: usize, write_check: bool) {
     );
 
     // 3. The fast path, against llama.cpp's own spread.
-    let spread = value(&theirs, "Mean    KLD:");
-    let spread_top = value(&theirs, "Same top p:") / 100.0;
+    let spread = figure(&theirs, "Mean    KLD:");
+    let spread_top = figure(&theirs, "Same top p:") / 100.0;
     let fast = pocket_kld(&load_with_numerics(&m, Numerics::Fast), &base_on);
     eprintln!(
         "{name}: fast path KLD {:.6} (same top {:.2} %), llama.cpp fa on vs off {spread:.6} \

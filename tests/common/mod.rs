@@ -3,8 +3,11 @@
 #![allow(dead_code)]
 
 mod fixtures;
+mod report_text;
 #[allow(unused_imports)]
 pub use fixtures::{cache_dir, fixture};
+#[allow(unused_imports)]
+pub use report_text::figure;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -15,8 +15,7 @@ use pocket_model::generate::{generate_with, GenParams};
 use pocket_model::{Model, Session};
 
 use super::engine_args::ModelArgs;
-use super::gen_args::{constrain, GrammarArgs, SamplingArgs};
-use super::spec_args::SpecArgs;
+use super::gen_args::{constrain, DecodeArgs};
 use super::{CliError, CliResult};
 
 #[derive(Args)]
@@ -46,11 +45,7 @@ pub struct ChatArgs {
     #[arg(short = 'n', long, default_value_t = 256)]
     n_predict: usize,
     #[command(flatten)]
-    sampling: SamplingArgs,
-    #[command(flatten)]
-    grammar: GrammarArgs,
-    #[command(flatten)]
-    spec: SpecArgs,
+    decode: DecodeArgs,
 }
 
 /// Totals over the session, for the summary at exit.
@@ -82,11 +77,11 @@ pub fn run(a: ChatArgs) -> CliResult {
     let tok = &model.tokenizer;
     let tmpl = ChatTemplate::from_gguf(model.gguf(), tok, a.chat_template.as_deref())?;
     let mut s = Session::try_new(&model, a.engine.session_options(a.engine.ctx_size))?;
-    let draft = match a.spec.draft_path()? {
+    let draft = match a.decode.spec.draft_path()? {
         Some(p) => Some(Model::load_with(p, a.engine.load_options())?),
         None => None,
     };
-    let mut spec = a.spec.speculator(
+    let mut spec = a.decode.spec.speculator(
         &model,
         draft.as_ref(),
         a.engine.session_options(a.engine.ctx_size),
@@ -94,8 +89,8 @@ pub fn run(a: ChatArgs) -> CliResult {
     let load_ms = ms_since(t0);
     let n_ctx = s.n_ctx();
 
-    let mut sampler = a.sampling.sampler();
-    let grammar = a.grammar.compile(tok)?;
+    let mut sampler = a.decode.sampling.sampler();
+    let grammar = a.decode.grammar.compile(tok)?;
     let mut messages: Vec<ChatMessage> = Vec::new();
     let base: Vec<ChatMessage> = match &a.system_prompt {
         Some(p) if !p.is_empty() => vec![ChatMessage::new("system", p.as_str())],

@@ -10,7 +10,19 @@ use pocket_model::sampler::{Sampler, SamplerParams};
 use pocket_model::tokenizer::Tokenizer;
 use pocket_model::ModelError;
 
+use super::spec_args::SpecArgs;
 use super::CliError;
+
+/// How the generated tokens are chosen, the same flags in `run` and `chat`.
+#[derive(Args, Clone, Debug)]
+pub struct DecodeArgs {
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub grammar: GrammarArgs,
+    #[command(flatten)]
+    pub spec: SpecArgs,
+}
 
 /// Sampling: penalties → top-k → top-p → min-p → temperature → draw (`pocket_model::sampler`).
 #[derive(Args, Clone, Debug)]

@@ -11,8 +11,7 @@ use pocket_model::generate::{generate_with, GenParams};
 use pocket_model::{Model, Session};
 
 use super::engine_args::ModelArgs;
-use super::gen_args::{constrain, GrammarArgs, SamplingArgs};
-use super::spec_args::SpecArgs;
+use super::gen_args::{constrain, DecodeArgs};
 use super::{CliError, CliResult};
 
 #[derive(Args)]
@@ -26,11 +25,7 @@ pub struct RunArgs {
     #[arg(short = 'n', long, default_value_t = 64)]
     n_predict: usize,
     #[command(flatten)]
-    sampling: SamplingArgs,
-    #[command(flatten)]
-    grammar: GrammarArgs,
-    #[command(flatten)]
-    spec: SpecArgs,
+    decode: DecodeArgs,
     /// Do not echo the prompt.
     #[arg(long)]
     no_echo: bool,
@@ -43,13 +38,13 @@ pub struct RunArgs {
 pub fn run(a: RunArgs) -> CliResult {
     let t0 = Instant::now();
     let model = a.engine.load_model()?;
-    let draft = match a.spec.draft_path()? {
+    let draft = match a.decode.spec.draft_path()? {
         Some(p) => Some(Model::load_with(p, a.engine.load_options())?),
         None => None,
     };
     let load_ms = ms_since(t0);
     let tok = &model.tokenizer;
-    let grammar = a.grammar.compile(tok)?;
+    let grammar = a.decode.grammar.compile(tok)?;
     let prompt = tok.encode(&a.prompt, true, true);
     if prompt.is_empty() {
         return Err(CliError::EmptyPrompt.into());
@@ -64,9 +59,10 @@ pub fn run(a: RunArgs) -> CliResult {
         .into());
     }
     let mut s = Session::try_new(&model, a.engine.session_options(n_ctx))?;
-    let mut spec = a
-        .spec
-        .speculator(&model, draft.as_ref(), a.engine.session_options(n_ctx))?;
+    let mut spec =
+        a.decode
+            .spec
+            .speculator(&model, draft.as_ref(), a.engine.session_options(n_ctx))?;
     if let Some(top) = a.n_probs.filter(|&k| k > 0) {
         if spec.is_some() {
             return Err(CliError::NProbsWithSpeculation.into());
@@ -78,14 +74,14 @@ pub fn run(a: RunArgs) -> CliResult {
             n_predict: a.n_predict,
             top,
         };
-        return run.run(&mut s, &mut a.sampling.sampler());
+        return run.run(&mut s, &mut a.decode.sampling.sampler());
     }
     let mut out = std::io::stdout().lock();
     if !a.no_echo {
         write!(out, "{}", a.prompt)?;
         out.flush()?;
     }
-    let mut sampler = a.sampling.sampler();
+    let mut sampler = a.decode.sampling.sampler();
     constrain(&mut sampler, grammar.as_ref());
     let params = GenParams {
         n_predict: a.n_predict,

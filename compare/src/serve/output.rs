@@ -3,7 +3,7 @@
 //! before it). The same policy as `pocket_model::generate`'s loop, kept per slot because
 //! the server steps many generations at once instead of looping over one.
 
-use pocket_model::generate::longest_prefix_suffix;
+use pocket_model::generate::{find_stop, stop_hold};
 use pocket_model::tokenizer::{StreamDecoder, Tokenizer};
 
 pub struct Output {
@@ -69,22 +69,15 @@ impl Output {
     fn add(&mut self, piece: &str) -> Step {
         let from = self.sent;
         self.text.push_str(piece);
-        for s in &self.stop {
-            if let Some(at) = self.text[from..].find(s.as_str()) {
-                self.text.truncate(from + at);
-                let stopped = Some(s.clone());
-                return Step {
-                    piece: self.take(self.text.len()),
-                    stopped,
-                };
-            }
+        if let Some((at, s)) = find_stop(&self.text[from..], &self.stop) {
+            let stopped = Some(s.clone());
+            self.text.truncate(from + at);
+            return Step {
+                piece: self.take(self.text.len()),
+                stopped,
+            };
         }
-        let hold = self
-            .stop
-            .iter()
-            .map(|s| longest_prefix_suffix(&self.text[self.sent..], s))
-            .max()
-            .unwrap_or(0);
+        let hold = stop_hold(&self.text[self.sent..], &self.stop);
         Step {
             piece: self.take(self.text.len() - hold),
             stopped: None,

@@ -214,16 +214,7 @@ pub(super) fn strftime(fmt: &str, secs: i64) -> String {
     ];
     let days = secs.div_euclid(86_400);
     let tod = secs.rem_euclid(86_400);
-    // civil_from_days (H. Hinnant)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy_mar = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy_mar + 2) / 153;
-    let d = doy_mar - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = civil_from_days(days);
     let weekday = (days + 3).rem_euclid(7) as usize; // 1970-01-01 was a Thursday
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     let cum = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
@@ -259,6 +250,20 @@ pub(super) fn strftime(fmt: &str, secs: i64) -> String {
         }
     }
     out
+}
+
+/// The proleptic Gregorian (year, month 1-12, day 1-31) of `days` since 1970-01-01
+/// (H. Hinnant's `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy_mar = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy_mar + 2) / 153;
+    let day = doy_mar - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ use std::io;
 use filters::*;
 use limits::*;
 
+pub use filters::civil_from_days;
+
 use minijinja::value::{Kwargs, StringInput, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State};
 

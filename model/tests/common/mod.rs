@@ -8,6 +8,10 @@
 mod fixtures;
 #[allow(unused_imports)]
 pub use fixtures::{cache_dir, fixture};
+#[path = "../../../tests/common/report_text.rs"]
+mod report_text;
+#[allow(unused_imports)]
+pub use report_text::figure;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
