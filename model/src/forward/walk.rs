@@ -22,6 +22,10 @@ use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Layer, Qkv};
 use crate::Model;
 
+/// Embedding rows looked up between two releases of the table's mapped pages (see
+/// `Walker::embed`).
+const EMBD_RELEASE_ROWS: usize = 16;
+
 /// The operations of one numerics.
 pub(super) trait LayerOps {
     /// Whether the last layer attends and goes on with the rows that need logits only.
@@ -215,16 +219,23 @@ impl Walker<'_, '_> {
         let (ety, edata) = (m.weights.tok_embd.0, &m.weights.tok_embd.1[..]);
         let rb = ety.row_bytes(e as u64).unwrap() as usize;
         b.x.resize(rows.len() * e, 0.0);
-        for (r, row) in rows.iter().zip(b.x.chunks_exact_mut(e)) {
+        for (i, (r, row)) in rows.iter().zip(b.x.chunks_exact_mut(e)).enumerate() {
             let tok = r.token as usize;
             formats::dequantize(ety, &edata[tok * rb..(tok + 1) * rb], row).expect("validated");
             if c.embd_scale != 1.0 {
                 row.iter_mut().for_each(|v| *v *= c.embd_scale);
             }
+            // Each looked-up row maps more of the file than it reads: at least the
+            // kernel's fault-around window (64 KiB), and with the file in the page cache
+            // as large folios (Linux 6.18, ext4, after a sequential read) far more: 512
+            // random tokens of gemma3's 262144-row table briefly held 100-165 MB resident
+            // for 0.3 MB read, the whole prefill peak-RSS excess over llama.cpp. Nothing
+            // else reads these pages, so drop them every EMBD_RELEASE_ROWS rows (one
+            // madvise over the table; cheap when little of it is mapped).
+            if m.release_embd && (i + 1) % EMBD_RELEASE_ROWS == 0 {
+                m.file.release_pages(edata);
+            }
         }
-        // Each looked-up row faults in the kernel's whole fault-around window (64 KiB) of
-        // the map: 512 random tokens left ~32 MB resident for 0.5 MB read. Nothing else
-        // reads these pages, so drop them again (one madvise, tens of microseconds).
         if m.release_embd {
             m.file.release_pages(edata);
         }
