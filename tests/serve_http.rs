@@ -496,7 +496,17 @@ fn health_is_503_while_the_model_loads_then_200() {
     for _ in 0..20 {
         assert_eq!(raw_health(&s.base).0, 200);
     }
-    assert!(s.log().iter().any(|l| l.contains("model loaded")));
+    // The server logs the line before it turns healthy; the test reads its stderr on
+    // another thread, which may still be behind by a moment.
+    let t1 = Instant::now();
+    while !s.log().iter().any(|l| l.contains("model loaded")) {
+        assert!(
+            t1.elapsed() < Duration::from_secs(10),
+            "healthy, but no \"model loaded\" line: {:?}",
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The llama-server request fields the suite showed missing, checked against what they

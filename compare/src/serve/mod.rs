@@ -133,9 +133,7 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
         n_ctx_slot,
         lora: Arc::new(lora),
     };
-    if app.loaded.set(loaded).is_err() {
-        return Err(crate::Error::Serve("the model was loaded twice"));
-    }
+    // Logged before /health turns 200, so a client that sees 200 also finds the line.
     eprintln!(
         "pocket serve: model loaded in {:.0} ms; {} slots of {} tokens, {} threads, {}{}",
         t0.elapsed().as_secs_f64() * 1e3,
@@ -151,6 +149,9 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
             ),
         }
     );
+    if app.loaded.set(loaded).is_err() {
+        return Err(crate::Error::Serve("the model was loaded twice"));
+    }
     engine.run(rx);
     Ok(())
 }
