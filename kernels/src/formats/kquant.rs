@@ -75,6 +75,19 @@ pub(crate) trait K4Block {
     fn codes(&self) -> [u8; QK_K];
 }
 
+/// The 4-bit part of a Q4_K/Q5_K super-block's codes in element order: 32-byte group `i`
+/// of `qs` holds elements `64i..64i+32` in its low nibbles and `64i+32..64i+64` in its high.
+pub(crate) fn k4_nibbles(qs: &[u8; QK_K / 2]) -> [u8; QK_K] {
+    let mut q = [0u8; QK_K];
+    for (i, group) in qs.chunks_exact(32).enumerate() {
+        for (l, &byte) in group.iter().enumerate() {
+            q[64 * i + l] = byte & 0xF;
+            q[64 * i + 32 + l] = byte >> 4;
+        }
+    }
+    q
+}
+
 /// Decodes `blocks` into `out` (`out.len() == 256 * blocks.len()`) with [`dequantize_k4`].
 pub(crate) fn dequantize_row_k4<B: K4Block>(blocks: &[B], out: &mut [f32]) {
     decode_blocks(blocks, out, QK_K, |b, y| {

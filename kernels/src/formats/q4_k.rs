@@ -10,7 +10,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::kquant::{dequantize_row_k4, quantize_k4, vec_dot_row_k4, K4Block, QK_K};
+use super::kquant::{dequantize_row_k4, k4_nibbles, quantize_k4, vec_dot_row_k4, K4Block, QK_K};
 use super::q8_k::BlockQ8K;
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
@@ -31,14 +31,7 @@ impl K4Block for BlockQ4K {
 
     /// The 256 unsigned 4-bit codes in element order.
     fn codes(&self) -> [u8; QK_K] {
-        let mut q = [0u8; QK_K];
-        for (i, group) in self.qs.chunks_exact(32).enumerate() {
-            for (l, &byte) in group.iter().enumerate() {
-                q[64 * i + l] = byte & 0xF;
-                q[64 * i + 32 + l] = byte >> 4;
-            }
-        }
-        q
+        k4_nibbles(&self.qs)
     }
 }
 

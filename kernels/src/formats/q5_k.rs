@@ -8,7 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-use super::kquant::{dequantize_row_k4, quantize_k4, vec_dot_row_k4, K4Block, QK_K};
+use super::kquant::{dequantize_row_k4, k4_nibbles, quantize_k4, vec_dot_row_k4, K4Block, QK_K};
 use super::q8_k::BlockQ8K;
 
 #[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
@@ -29,13 +29,15 @@ impl K4Block for BlockQ5K {
     }
 
     /// The 256 unsigned 5-bit codes in element order.
+    /// The nibbles of [`k4_nibbles`], each with its 5th bit from `qh` (bit `2i` of
+    /// `qh[l]` for element `64i + l`, bit `2i + 1` for element `64i + 32 + l`).
     fn codes(&self) -> [u8; QK_K] {
-        let mut q = [0u8; QK_K];
-        for (i, group) in self.qs.chunks_exact(32).enumerate() {
-            for (l, &byte) in group.iter().enumerate() {
-                let h = self.qh[l] >> (2 * i);
-                q[64 * i + l] = (byte & 0xF) | ((h & 1) << 4);
-                q[64 * i + 32 + l] = (byte >> 4) | ((h & 2) << 3);
+        let mut q = k4_nibbles(&self.qs);
+        for i in 0..QK_K / 64 {
+            for (l, &qh) in self.qh.iter().enumerate() {
+                let h = qh >> (2 * i);
+                q[64 * i + l] |= (h & 1) << 4;
+                q[64 * i + 32 + l] |= (h & 2) << 3;
             }
         }
         q
