@@ -39,21 +39,14 @@ pub struct Chunk<'a, S> {
 /// What an ISA's tiles read from a token chunk besides the activation rows, rewritten for
 /// every chunk: it depends on the activation alone, not on the ISA that reads it.
 pub trait Stage: Default {
-    /// Prepares the chunk `rows` (tiles of `tt`) for a call over `tokens` tokens.
-    fn stage(
-        &mut self,
-        layout: Layout,
-        act: &QuantizedActivation,
-        rows: Range<usize>,
-        tt: usize,
-        tokens: usize,
-    );
+    /// Prepares the chunk `rows` (tiles of `tt`), when [`Kernels::stages`] says so.
+    fn stage(&mut self, act: &QuantizedActivation, rows: Range<usize>, tt: usize);
 }
 
 /// Nothing besides the rows (the ARM tiles).
 impl Stage for () {
     #[inline(always)]
-    fn stage(&mut self, _: Layout, _: &QuantizedActivation, _: Range<usize>, _: usize, _: usize) {}
+    fn stage(&mut self, _: &QuantizedActivation, _: Range<usize>, _: usize) {}
 }
 
 /// One ISA's matmul operations. A value is the proof that the CPU runs them (only the ISA's
@@ -65,6 +58,11 @@ pub trait Kernels: Copy {
     type Staged: Stage;
     /// Runs [`drive::<Self, L>`](drive) inside a `#[target_feature]` function of this ISA.
     fn run<const L: u8>(self, job: Job);
+    /// Whether the tiles of `layout` read [`Kernels::Staged`] data in a call over `tokens`
+    /// tokens (else the chunk's staged data stays empty).
+    fn stages(self, _layout: Layout, _tokens: usize) -> bool {
+        false
+    }
     /// Activation rows per weight-panel pass for `layout` in a call over `tokens` tokens
     /// (at most 8).
     fn token_tile(self, layout: Layout, tokens: usize) -> usize;
@@ -139,10 +137,13 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
     let tt = k.token_tile(layout, tokens.len());
     let r0 = panels.start * PANEL;
     let mut staged = K::Staged::default();
+    let stages = k.stages(layout, tokens.len());
     let mut c0 = tokens.start;
     while c0 < tokens.end {
         let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
-        staged.stage(layout, act, c0..c1, tt, tokens.len());
+        if stages {
+            staged.stage(act, c0..c1, tt);
+        }
         let chunk = Chunk {
             act,
             start: c0,

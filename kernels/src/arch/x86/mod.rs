@@ -96,6 +96,11 @@ impl Kernels for Simd {
     }
 
     #[inline(always)]
+    fn stages(self, layout: Layout, tokens: usize) -> bool {
+        tokens > 1 && has_il(layout)
+    }
+
+    #[inline(always)]
     fn token_tile(self, layout: Layout, tokens: usize) -> usize {
         // The interleaved tiles are 4 tokens wide for every layout (asm cores).
         if tokens > 1 && has_il(layout) {
@@ -120,21 +125,12 @@ impl Kernels for Simd {
     }
 }
 
-/// The staged chunk's interleaved records ([`interleave`]) when the call is a prefill of a
-/// layout with interleaved tiles; else nothing (the tiles read the rows).
+/// The staged chunk's interleaved records ([`interleave`]), for the layouts whose tiles read
+/// them ([`Kernels::stages`]).
 impl Stage for Vec<u8> {
     #[inline(always)]
-    fn stage(
-        &mut self,
-        layout: Layout,
-        act: &QuantizedActivation,
-        rows: Range<usize>,
-        tt: usize,
-        tokens: usize,
-    ) {
-        if tokens > 1 && has_il(layout) {
-            interleave(act, rows, tt, self);
-        }
+    fn stage(&mut self, act: &QuantizedActivation, rows: Range<usize>, tt: usize) {
+        interleave(act, rows, tt, self);
     }
 }
 

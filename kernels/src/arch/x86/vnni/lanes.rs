@@ -34,6 +34,18 @@ pub trait Lanes: Copy {
     unsafe fn sub(a: Self::I, b: Self::I) -> Self::I;
     unsafe fn mullo(a: Self::I, b: Self::I) -> Self::I;
     unsafe fn shl4(a: Self::I) -> Self::I;
+    unsafe fn and(a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn or(a: Self::I, b: Self::I) -> Self::I;
+    /// `x` in every byte.
+    unsafe fn splat8(x: i8) -> Self::I;
+    /// Every 16-bit element shifted left / right (logical) by `S`.
+    unsafe fn sll16<const S: u32>(a: Self::I) -> Self::I;
+    unsafe fn srl16<const S: u32>(a: Self::I) -> Self::I;
+    /// Every 32-bit lane shifted left / right (arithmetic) by `S`.
+    unsafe fn sll32<const S: u32>(a: Self::I) -> Self::I;
+    unsafe fn sra32<const S: u32>(a: Self::I) -> Self::I;
+    /// `a.lo16·b.lo16 + a.hi16·b.hi16` per 32-bit lane (signed, `vpmaddwd`).
+    unsafe fn madd16(a: Self::I, b: Self::I) -> Self::I;
     /// The i32 at `p` in every lane.
     unsafe fn bcast_i(p: *const u8) -> Self::I;
     /// The f32 at `p` in every lane.
@@ -43,6 +55,9 @@ pub trait Lanes: Copy {
     unsafe fn halves(sp: *const u16, ss: usize) -> Self::F;
     /// 8 bytes at `bp` (and at `bp + bs`), zero-extended to i32.
     unsafe fn bytes(bp: *const u8, bs: usize) -> Self::I;
+    /// 16 signed bytes at `bp` (and at `bp + bs`), sign-extended to i16: lane `i` holds
+    /// bytes `2i` (low half) and `2i + 1` (high half).
+    unsafe fn byte_pairs(bp: *const u8, bs: usize) -> Self::I;
     unsafe fn cvt(a: Self::I) -> Self::F;
     unsafe fn mul(a: Self::F, b: Self::F) -> Self::F;
     /// `a·b + c`, one rounding.
@@ -106,6 +121,42 @@ impl<D: Dp> Lanes for Y8<D> {
     #[inline(always)]
     unsafe fn shl4(a: __m256i) -> __m256i {
         _mm256_slli_epi32::<4>(a)
+    }
+    #[inline(always)]
+    unsafe fn and(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_and_si256(a, b)
+    }
+    #[inline(always)]
+    unsafe fn or(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_or_si256(a, b)
+    }
+    #[inline(always)]
+    unsafe fn splat8(x: i8) -> __m256i {
+        _mm256_set1_epi8(x)
+    }
+    #[inline(always)]
+    unsafe fn sll16<const S: u32>(a: __m256i) -> __m256i {
+        _mm256_sll_epi16(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn srl16<const S: u32>(a: __m256i) -> __m256i {
+        _mm256_srl_epi16(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn sll32<const S: u32>(a: __m256i) -> __m256i {
+        _mm256_sll_epi32(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn sra32<const S: u32>(a: __m256i) -> __m256i {
+        _mm256_sra_epi32(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn madd16(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_madd_epi16(a, b)
+    }
+    #[inline(always)]
+    unsafe fn byte_pairs(bp: *const u8, _bs: usize) -> __m256i {
+        unsafe { _mm256_cvtepi8_epi16(_mm_loadu_si128(bp as *const __m128i)) }
     }
     #[inline(always)]
     unsafe fn bcast_i(p: *const u8) -> __m256i {
@@ -196,6 +247,46 @@ impl Lanes for Z16 {
     #[inline(always)]
     unsafe fn shl4(a: __m512i) -> __m512i {
         _mm512_slli_epi32::<4>(a)
+    }
+    #[inline(always)]
+    unsafe fn and(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_and_si512(a, b)
+    }
+    #[inline(always)]
+    unsafe fn or(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_or_si512(a, b)
+    }
+    #[inline(always)]
+    unsafe fn splat8(x: i8) -> __m512i {
+        _mm512_set1_epi8(x)
+    }
+    #[inline(always)]
+    unsafe fn sll16<const S: u32>(a: __m512i) -> __m512i {
+        _mm512_sll_epi16(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn srl16<const S: u32>(a: __m512i) -> __m512i {
+        _mm512_srl_epi16(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn sll32<const S: u32>(a: __m512i) -> __m512i {
+        _mm512_sll_epi32(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn sra32<const S: u32>(a: __m512i) -> __m512i {
+        _mm512_sra_epi32(a, _mm_cvtsi32_si128(S as i32))
+    }
+    #[inline(always)]
+    unsafe fn madd16(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_madd_epi16(a, b)
+    }
+    #[inline(always)]
+    unsafe fn byte_pairs(bp: *const u8, bs: usize) -> __m512i {
+        unsafe {
+            let a = _mm_loadu_si128(bp as *const __m128i);
+            let b = _mm_loadu_si128(bp.add(bs) as *const __m128i);
+            _mm512_cvtepi8_epi16(_mm256_inserti128_si256::<1>(_mm256_castsi128_si256(a), b))
+        }
     }
     #[inline(always)]
     unsafe fn bcast_i(p: *const u8) -> __m512i {

@@ -23,6 +23,8 @@
 
 pub mod lanes;
 pub mod q4;
+pub mod q5_0;
+pub mod q6_k;
 pub mod q8_0;
 
 use super::{has_il, record};
@@ -161,7 +163,13 @@ impl Vnni<AvxVnni> {
 const fn has_vnni(layout: Layout) -> bool {
     matches!(
         layout,
-        Layout::Q4_0 | Layout::Q4_1 | Layout::Q4_1x64 | Layout::Q4_K | Layout::Q8_0
+        Layout::Q4_0
+            | Layout::Q4_1
+            | Layout::Q4_1x64
+            | Layout::Q4_K
+            | Layout::Q5_0
+            | Layout::Q6_K
+            | Layout::Q8_0
     )
 }
 
@@ -171,6 +179,11 @@ impl<D: Dp> Kernels for Vnni<D> {
     #[inline(always)]
     fn run<const L: u8>(self, job: Job) {
         D::drive::<L>(self, job)
+    }
+
+    #[inline(always)]
+    fn stages(self, layout: Layout, tokens: usize) -> bool {
+        tokens > 1 && (has_il(layout) || has_vnni(layout))
     }
 
     #[inline(always)]
@@ -259,6 +272,8 @@ unsafe fn vnni_tile<L: Lanes, const N: usize>(
             Layout::Q4_1 => q4::tile_q4_1_il::<L, N>(w, a, nb),
             Layout::Q4_1x64 => q4::tile_q4_1x64_il::<L, N>(w, a, nb),
             Layout::Q4_K => q4::tile_q4_k_il::<L, N>(w, a, nb),
+            Layout::Q5_0 => q5_0::tile_il::<L, N>(w, a, nb),
+            Layout::Q6_K => q6_k::tile_il::<L, N>(w, a, nb),
             _ => q8_0::tile_il::<L, N>(w, a, nb),
         }
     }

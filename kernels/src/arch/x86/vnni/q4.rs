@@ -76,6 +76,48 @@ pub(super) unsafe fn block_sums_il<L: Lanes, const N: usize, const SPLIT: bool>(
     lo
 }
 
+/// How a record's codes are rebuilt from more than the nibbles (Q5_0, Q6_K: their bit
+/// planes, held in registers). A trait, not a closure: a closure is compiled without the
+/// level's target features and was called, not inlined, from the tiles (3x slower).
+pub(super) trait Decode<L: Lanes>: Copy {
+    /// Vector `v`'s 32 code bytes `x` (per panel) as the unsigned codes that meet the low /
+    /// high nibbles' activation bytes.
+    ///
+    /// # Safety
+    /// Inside the level's root.
+    unsafe fn decode(self, x: L::I, v: usize) -> (L::I, L::I);
+}
+
+/// As [`block_sums_il`] split, for records whose codes `d` rebuilds: the sums of the low
+/// (elements `0..16`) and high (`16..32`) halves, apart.
+///
+/// # Safety
+/// As [`block_sums_il`].
+#[inline(always)]
+pub(super) unsafe fn block_sums_lohi<L: Lanes, const N: usize>(
+    qp: *const u8,
+    qs: usize,
+    ap: *const u8,
+    d: impl Decode<L>,
+) -> ([L::I; N], [L::I; N]) {
+    // SAFETY: in the level's root (contract).
+    let mut lo = [unsafe { L::zero_i() }; N];
+    let mut hi = lo;
+    for v in 0..4 {
+        // SAFETY: vector v's 32 code bytes (per panel) and slot v's 8N activation bytes
+        // are in bounds (contract).
+        unsafe {
+            let (l, h) = d.decode(L::codes(qp.add(32 * v), qs), v);
+            for t in 0..N {
+                let o = ap.add(8 * N * v + 8 * t);
+                lo[t] = L::dp(lo[t], l, o);
+                hi[t] = L::dp(hi[t], h, o.add(4));
+            }
+        }
+    }
+    (lo, hi)
+}
+
 /// The row outputs of one Q4_0 panel (two for 16 lanes) for the N tokens of an interleaved
 /// tile (`a`: `nb` records of `52·N` bytes): `(dw·da)·(Σqa - 8·Σa)` per block.
 ///
