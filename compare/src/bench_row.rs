@@ -58,76 +58,90 @@ pub struct BenchRow {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// llama-bench's `test::get_fields()`, in its order (every format but md prints these).
-pub const FIELDS: [&str; 42] = [
-    "build_commit",
-    "build_number",
-    "cpu_info",
-    "gpu_info",
-    "backends",
-    "model_filename",
-    "model_type",
-    "model_size",
-    "model_n_params",
-    "n_batch",
-    "n_ubatch",
-    "n_threads",
-    "cpu_mask",
-    "cpu_strict",
-    "poll",
-    "type_k",
-    "type_v",
-    "n_gpu_layers",
-    "n_cpu_moe",
-    "split_mode",
-    "main_gpu",
-    "no_kv_offload",
-    "flash_attn",
-    "devices",
-    "tensor_split",
-    "tensor_buft_overrides",
-    "load_mode",
-    "lazy_mode",
-    "embeddings",
-    "no_op_offload",
-    "no_host",
-    "repack",
-    "fit_target",
-    "fit_min_ctx",
-    "n_prompt",
-    "n_gen",
-    "n_depth",
-    "test_time",
-    "avg_ns",
-    "stddev_ns",
-    "avg_ts",
-    "stddev_ts",
+/// Which rows must carry a field to mean anything, from none up (the rows of each need
+/// include those of the needs before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// None: a row without it gets [`BenchRow`]'s default.
+    Optional,
+    /// Mainline llama-bench's json, jsonl and csv rows (md carries fewer and is checked
+    /// separately).
+    Mainline,
+    /// Every llama-bench's rows: mainline's and ik_llama.cpp's fork's.
+    Every,
+}
+
+/// llama-bench's `test::get_fields()`, in its order, each with the rows that must carry it.
+const FIELD_TABLE: [(&str, Need); 42] = [
+    ("build_commit", Need::Every),
+    ("build_number", Need::Mainline),
+    ("cpu_info", Need::Every),
+    ("gpu_info", Need::Optional),
+    ("backends", Need::Optional),
+    ("model_filename", Need::Every),
+    ("model_type", Need::Every),
+    ("model_size", Need::Every),
+    ("model_n_params", Need::Every),
+    ("n_batch", Need::Every),
+    ("n_ubatch", Need::Every),
+    ("n_threads", Need::Every),
+    ("cpu_mask", Need::Optional),
+    ("cpu_strict", Need::Optional),
+    ("poll", Need::Optional),
+    ("type_k", Need::Every),
+    ("type_v", Need::Every),
+    ("n_gpu_layers", Need::Optional),
+    ("n_cpu_moe", Need::Optional),
+    ("split_mode", Need::Optional),
+    ("main_gpu", Need::Optional),
+    ("no_kv_offload", Need::Optional),
+    ("flash_attn", Need::Optional),
+    ("devices", Need::Optional),
+    ("tensor_split", Need::Optional),
+    ("tensor_buft_overrides", Need::Optional),
+    ("load_mode", Need::Optional),
+    ("lazy_mode", Need::Optional),
+    ("embeddings", Need::Optional),
+    ("no_op_offload", Need::Optional),
+    ("no_host", Need::Optional),
+    ("repack", Need::Optional),
+    ("fit_target", Need::Optional),
+    ("fit_min_ctx", Need::Optional),
+    ("n_prompt", Need::Every),
+    ("n_gen", Need::Every),
+    ("n_depth", Need::Mainline),
+    ("test_time", Need::Mainline),
+    ("avg_ns", Need::Every),
+    ("stddev_ns", Need::Mainline),
+    ("avg_ts", Need::Every),
+    ("stddev_ts", Need::Mainline),
 ];
 
-/// The fields a llama-bench row must have to mean anything (json, jsonl and csv parsers
-/// insist on these; md carries fewer and is checked separately).
-pub const REQUIRED: [&str; 20] = [
-    "build_commit",
-    "build_number",
-    "cpu_info",
-    "model_filename",
-    "model_type",
-    "model_size",
-    "model_n_params",
-    "n_batch",
-    "n_ubatch",
-    "n_threads",
-    "type_k",
-    "type_v",
-    "n_prompt",
-    "n_gen",
-    "n_depth",
-    "test_time",
-    "avg_ns",
-    "stddev_ns",
-    "avg_ts",
-    "stddev_ts",
-];
+/// The names in [`FIELD_TABLE`] of the fields at least `need` rows must carry, in its order
+/// (`N`: how many there are, checked when the constant is evaluated).
+const fn field_names<const N: usize>(need: Need) -> [&'static str; N] {
+    let mut names = [""; N];
+    let (mut i, mut n) = (0, 0);
+    while i < FIELD_TABLE.len() {
+        if FIELD_TABLE[i].1 as u8 >= need as u8 {
+            names[n] = FIELD_TABLE[i].0;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "field_names: N is not the number of fields");
+    names
+}
+
+/// llama-bench's `test::get_fields()`, in its order (every format but md prints these).
+pub const FIELDS: [&str; 42] = field_names(Need::Optional);
+
+/// The fields a mainline llama-bench row must have to mean anything (json, jsonl and csv
+/// parsers insist on these; md carries fewer and is checked separately).
+pub const REQUIRED: [&str; 20] = field_names(Need::Mainline);
+
+/// The fields every llama-bench's rows must have, ik_llama.cpp's fork's included.
+pub const REQUIRED_BY_EVERY: [&str; 15] = field_names(Need::Every);
 
 /// The properties `scripts/compare-llama-bench.py` joins two builds' rows on
 /// (`LLAMA_BENCH_KEY_PROPERTIES`): a pocket row pairs with a llama.cpp row only if all agree.

@@ -188,29 +188,19 @@ fn check_seed(seed: u64, t: &mut Tally) {
                         let kh = &k[hk * n_kv * dk..(hk + 1) * n_kv * dk];
                         let vh = &v[hk * n_kv * dv..(hk + 1) * n_kv * dv];
                         let qr = &q[(h * n_rows + row) * dk..(h * n_rows + row + 1) * dk];
+                        let cells = attention::KvCells {
+                            n_kv,
+                            visible: |c| mask[row * n_kv + c] != f16::NEG_INFINITY,
+                            keys: |c| &kh[c * dk..(c + 1) * dk],
+                            values: |c| &vh[c * dv..(c + 1) * dv],
+                        };
                         if n_rows >= 64 {
                             // ggml's tiled path.
-                            attention::flash_attn_row_tiled(
-                                qr,
-                                n_kv,
-                                |c| mask[row * n_kv + c] != f16::NEG_INFINITY,
-                                |c| &kh[c * dk..(c + 1) * dk],
-                                |c| &vh[c * dv..(c + 1) * dv],
-                                scale,
-                                &mut out,
-                            );
+                            cells.flash_attn_row_tiled(qr, scale, &mut out);
                         } else if n_rows == 1 && n_kv >= 512 {
-                            // ggml's split-KV decode path: one cell range per thread.
-                            attention::flash_attn_row_split_kv(
-                                qr,
-                                n_kv,
-                                |c| mask[c] != f16::NEG_INFINITY,
-                                |c| &kh[c * dk..(c + 1) * dk],
-                                |c| &vh[c * dv..(c + 1) * dv],
-                                scale,
-                                threads as usize,
-                                &mut out,
-                            );
+                            // ggml's split-KV decode path (row 0, the only one): one cell
+                            // range per thread.
+                            cells.flash_attn_row_split_kv(qr, scale, threads as usize, &mut out);
                         } else {
                             attention::flash_attn_row(
                                 qr,

@@ -62,18 +62,17 @@ pub fn parse(text: &str, format: Format) -> Result<Vec<BenchRow>> {
 
 /// A row from a map of field -> value; `required` fields must be present.
 fn row_from_map(map: Map<String, Value>, required: &[&str], what: &str) -> Result<BenchRow> {
-    check_required(&map, required).map_err(|p| ParseError::new(what, p))?;
+    check_required(&map, required.iter().copied()).map_err(|p| ParseError::new(what, p))?;
     serde_json::from_value(Value::Object(map)).map_err(|e| ParseError::new(what, Problem::Json(e)))
 }
 
 /// Refuses `map` unless it has every `required` field (naming the missing ones).
-pub(crate) fn check_required(
+pub(crate) fn check_required<'a>(
     map: &Map<String, Value>,
-    required: &[&str],
+    required: impl IntoIterator<Item = &'a str>,
 ) -> std::result::Result<(), Problem> {
     let missing: Vec<&str> = required
-        .iter()
-        .copied()
+        .into_iter()
         .filter(|f| !map.contains_key(*f))
         .collect();
     if missing.is_empty() {

@@ -33,6 +33,24 @@ pub struct SamplingArgs {
     /// Seed of the sampler's PRNG (same seed, same tokens).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    #[command(flatten)]
+    pub filters: FilterArgs,
+}
+
+impl SamplingArgs {
+    pub fn sampler(&self) -> Sampler {
+        Sampler::new(SamplerParams {
+            temp: self.temp,
+            seed: Some(self.seed),
+            ..self.filters.params()
+        })
+    }
+}
+
+/// The sampler's repeat penalty and top-k / top-p / min-p filters: llama.cpp's flags and
+/// defaults, the same in every command that samples (`run`, `chat`, `serve`).
+#[derive(Args, Clone, Debug)]
+pub struct FilterArgs {
     /// Keep the k most likely tokens; 0 = off.
     #[arg(long, default_value_t = 40)]
     pub top_k: i32,
@@ -50,18 +68,17 @@ pub struct SamplingArgs {
     pub repeat_last_n: i32,
 }
 
-impl SamplingArgs {
-    pub fn sampler(&self) -> Sampler {
-        Sampler::new(SamplerParams {
-            temp: self.temp,
+impl FilterArgs {
+    /// These settings, the others [`SamplerParams`]'s defaults.
+    pub fn params(&self) -> SamplerParams {
+        SamplerParams {
             top_k: self.top_k,
             top_p: self.top_p,
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
-            seed: Some(self.seed),
             ..Default::default()
-        })
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::{sample_of, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
 use crate::bench_format::{check_required, ParseError, Problem};
-use crate::bench_row::BenchRow;
+use crate::bench_row::{BenchRow, REQUIRED_BY_EVERY};
 use crate::llama_bench::{cache_dir, read_line, run_tool, ToolError};
 use crate::Result;
 
@@ -142,25 +142,9 @@ impl Reference for IkLlamaCpp {
     }
 }
 
-/// The fields an ik_llama.cpp row must have to mean anything.
-pub const REQUIRED: [&str; 16] = [
-    "build_commit",
-    "cpu_info",
-    "model_filename",
-    "model_type",
-    "model_size",
-    "model_n_params",
-    "n_batch",
-    "n_ubatch",
-    "n_threads",
-    "type_k",
-    "type_v",
-    "n_prompt",
-    "n_gen",
-    "avg_ns",
-    "avg_ts",
-    "samples_ns",
-];
+/// The field an ik_llama.cpp row must have besides those every llama-bench's must
+/// ([`REQUIRED_BY_EVERY`]): its per-repetition times.
+pub const REQUIRED_OWN: &str = "samples_ns";
 
 /// Reads ik_llama.cpp's `llama-bench -o json` output into mainline-shaped rows.
 pub fn parse_json(text: &str) -> Result<Vec<BenchRow>, ParseError> {
@@ -197,7 +181,7 @@ pub fn parse_json(text: &str) -> Result<Vec<BenchRow>, ParseError> {
 /// One ik_llama.cpp row as a [`BenchRow`]: its booleans where mainline has integers become
 /// 0/1, and the fields mainline does not know go to `extra`.
 fn row_from_ik(mut map: Map<String, Value>) -> Result<BenchRow, Problem> {
-    check_required(&map, &REQUIRED)?;
+    check_required(&map, REQUIRED_BY_EVERY.into_iter().chain([REQUIRED_OWN]))?;
     for field in ["flash_attn"] {
         if let Some(Value::Bool(b)) = map.get(field) {
             let n = i64::from(*b);

@@ -134,16 +134,8 @@ pub struct DefaultSampling {
     /// PRNG seed; -1 = a random seed per request.
     #[arg(short = 's', long, default_value_t = -1, allow_negative_numbers = true)]
     pub seed: i64,
-    #[arg(long, default_value_t = 40)]
-    pub top_k: i32,
-    #[arg(long, default_value_t = 0.95)]
-    pub top_p: f32,
-    #[arg(long, default_value_t = 0.05)]
-    pub min_p: f32,
-    #[arg(long, default_value_t = 1.0)]
-    pub repeat_penalty: f32,
-    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
-    pub repeat_last_n: i32,
+    #[command(flatten)]
+    pub filters: crate::cli::gen_args::FilterArgs,
     #[arg(long, default_value_t = 0.0)]
     pub presence_penalty: f32,
     #[arg(long, default_value_t = 0.0)]
@@ -154,14 +146,10 @@ impl DefaultSampling {
     pub fn params(&self) -> SamplerParams {
         SamplerParams {
             temp: self.temp,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repeat_penalty: self.repeat_penalty,
-            repeat_last_n: self.repeat_last_n,
             presence_penalty: self.presence_penalty,
             frequency_penalty: self.frequency_penalty,
             seed: u64::try_from(self.seed).ok(),
+            ..self.filters.params()
         }
     }
 }

@@ -76,16 +76,35 @@ pub fn pack_bt<T: Copy + Default>(b: &[T], n_out: usize, rank: usize) -> Vec<T> 
     t
 }
 
-/// The columns `c0..c0 + out.len()` of a packed `Bᵀ` product, checked: `bt` holds
-/// `mid.len()` rows of `n_out`.
-fn check_bt(bt: &[u16], n_out: usize, c0: usize, mid: &[f32], out: &[f32]) {
-    assert!(
-        c0 + out.len() <= n_out && bt.len() >= bt_len(mid.len(), n_out),
-        "lowrank: columns {c0}..{} of a {}x{n_out} Bᵀ ({} elements)",
-        c0 + out.len(),
-        mid.len(),
-        bt.len()
-    );
+/// One thread's share of the `B` product of a packed `Bᵀ`: `scale · bt_column(o)` for the
+/// columns `o` of `c0..`, as many as the output a call adds it onto.
+#[derive(Debug, Clone, Copy)]
+pub struct BtProduct<'a> {
+    /// `Bᵀ`, packed by [`pack_bt`]: `mid.len()` rows of `n_out`.
+    pub bt: &'a [u16],
+    pub n_out: usize,
+    /// The first column.
+    pub c0: usize,
+    /// The rank-long middle vector (`A x`).
+    pub mid: &'a [f32],
+    pub scale: f32,
+}
+
+impl BtProduct<'_> {
+    /// Refuses the product unless `bt` holds `mid.len()` rows of `n_out` and the columns
+    /// `c0..c0 + out.len()` are among them.
+    fn check(&self, out: &[f32]) {
+        let BtProduct {
+            bt, n_out, c0, mid, ..
+        } = *self;
+        assert!(
+            c0 + out.len() <= n_out && bt.len() >= bt_len(mid.len(), n_out),
+            "lowrank: columns {c0}..{} of a {}x{n_out} Bᵀ ({} elements)",
+            c0 + out.len(),
+            mid.len(),
+            bt.len()
+        );
+    }
 }
 
 /// Column `o` of the product: `((0 + mid[0]·B[o][0]) + mid[1]·B[o][1]) + …`.
@@ -98,38 +117,23 @@ pub fn bt_column(bt: &[u16], o: usize, mid: &[f32]) -> f32 {
 }
 
 /// Scalar reference: `out[o - c0] += scale · bt_column(o)` for the columns
-/// `o` of `c0..c0 + out.len()` (`bt` packed by [`pack_bt`]).
-pub fn add_bt_product_ref(
-    bt: &[u16],
-    n_out: usize,
-    c0: usize,
-    mid: &[f32],
-    scale: f32,
-    out: &mut [f32],
-) {
-    check_bt(bt, n_out, c0, mid, out);
+/// `o` of `c0..c0 + out.len()`.
+pub fn add_bt_product_ref(p: &BtProduct, out: &mut [f32]) {
+    p.check(out);
     for (j, o) in out.iter_mut().enumerate() {
-        *o += scale * bt_column(bt, c0 + j, mid);
+        *o += p.scale * bt_column(p.bt, p.c0 + j, p.mid);
     }
 }
 
 /// [`add_bt_product_ref`] on level `isa`.
-pub fn add_bt_product_with(
-    isa: Isa,
-    bt: &[u16],
-    n_out: usize,
-    c0: usize,
-    mid: &[f32],
-    scale: f32,
-    out: &mut [f32],
-) {
-    check_bt(bt, n_out, c0, mid, out);
+pub fn add_bt_product_with(isa: Isa, p: &BtProduct, out: &mut [f32]) {
+    p.check(out);
     match path(isa) {
-        Path::Scalar => add_bt_product_ref(bt, n_out, c0, mid, scale, out),
+        Path::Scalar => add_bt_product_ref(p, out),
         #[cfg(target_arch = "x86_64")]
-        Path::Simd(t) => crate::arch::x86::lowrank::add_bt_product(t, bt, c0, mid, scale, out),
+        Path::Simd(t) => crate::arch::x86::lowrank::add_bt_product(t, p, out),
         #[cfg(target_arch = "aarch64")]
-        Path::Simd(_) => add_bt_product_ref(bt, n_out, c0, mid, scale, out),
+        Path::Simd(_) => add_bt_product_ref(p, out),
     }
 }
 
@@ -205,7 +209,8 @@ mod tests {
             let (u, v) = ((cut.0 * n_out as f64) as usize, (cut.1 * n_out as f64) as usize);
             let (c0, c1) = (u.min(v), u.max(v));
             let mut want = out[c0..c1].to_vec();
-            add_bt_product_ref(&bt, n_out, c0, &mid, scale, &mut want);
+            let product = BtProduct { bt: &bt, n_out, c0, mid: &mid, scale };
+            add_bt_product_ref(&product, &mut want);
             for (j, w) in want.iter().enumerate() {
                 let o = c0 + j;
                 let d: f64 = (0..rank)
@@ -216,7 +221,7 @@ mod tests {
             }
             for isa in Isa::available() {
                 let mut got = out[c0..c1].to_vec();
-                add_bt_product_with(isa, &bt, n_out, c0, &mid, scale, &mut got);
+                add_bt_product_with(isa, &product, &mut got);
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 prop_assert_eq!(bits(&got), bits(&want), "{}", isa);
             }
@@ -227,6 +232,13 @@ mod tests {
     #[should_panic(expected = "lowrank: columns")]
     fn columns_past_the_matrix_are_refused() {
         let mut out = [0f32; 4];
-        add_bt_product_with(Isa::active(), &[0u16; 16], 4, 1, &[1.0, 1.0], 1.0, &mut out);
+        let product = BtProduct {
+            bt: &[0u16; 16],
+            n_out: 4,
+            c0: 1,
+            mid: &[1.0, 1.0],
+            scale: 1.0,
+        };
+        add_bt_product_with(Isa::active(), &product, &mut out);
     }
 }

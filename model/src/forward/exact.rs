@@ -157,12 +157,16 @@ impl LayerOps for GgmlOps {
                 let out = &mut att[t * qd + h * hd..t * qd + (h + 1) * hd];
                 let key = |i: usize| &ks[i * kvd + off..][..hd];
                 let value = |i: usize| &vs[i * kvd + off..][..hd];
+                let cells = |n_kv| attention::KvCells {
+                    n_kv,
+                    visible,
+                    keys: key,
+                    values: value,
+                };
                 if t_n >= attention::FA_TILE_Q {
-                    attention::flash_attn_row_tiled(q, pos + 1, visible, key, value, fa_scale, out);
+                    cells(pos + 1).flash_attn_row_tiled(q, fa_scale, out);
                 } else if t_n == 1 && n_kv >= 512 {
-                    attention::flash_attn_row_split_kv(
-                        q, n_kv, visible, key, value, fa_scale, nth, out,
-                    );
+                    cells(n_kv).flash_attn_row_split_kv(q, fa_scale, nth, out);
                 } else {
                     attention::flash_attn_row(
                         q,

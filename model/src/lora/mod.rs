@@ -103,7 +103,14 @@ impl LoraPair {
         let (rank, n_out) = (self.rank, self.n_out);
         match &self.bt {
             Some(LoraMat::Bf16(bt)) => {
-                lowrank::add_bt_product_with(isa, bt, n_out, c0, mid, scale, out);
+                let product = lowrank::BtProduct {
+                    bt,
+                    n_out,
+                    c0,
+                    mid,
+                    scale,
+                };
+                lowrank::add_bt_product_with(isa, &product, out);
             }
             Some(LoraMat::F32(bt)) => {
                 for (j, o) in out.iter_mut().enumerate() {

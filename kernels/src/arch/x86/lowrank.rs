@@ -5,7 +5,7 @@
 //! of columns one contiguous read.
 
 use super::ops::Simd;
-use crate::ops::lowrank::{bt_column, BT_PANEL};
+use crate::ops::lowrank::{bt_column, BtProduct, BT_PANEL};
 use std::arch::x86_64::*;
 
 /// 8 bf16 at `p` as f32.
@@ -84,7 +84,10 @@ pub fn prefetch_bt(_: Simd, bt: &[u16], rank: usize, cols: std::ops::Range<usize
 
 /// `out[j] += scale · (B mid)[c0 + j]`, `bt` packed in panels (`ops::lowrank::pack_bt`;
 /// the caller checks its size against `n_out`).
-pub fn add_bt_product(_: Simd, bt: &[u16], c0: usize, mid: &[f32], scale: f32, out: &mut [f32]) {
+pub fn add_bt_product(_: Simd, p: &BtProduct, out: &mut [f32]) {
+    let BtProduct {
+        bt, c0, mid, scale, ..
+    } = *p;
     let (rank, n) = (mid.len(), out.len());
     let pw = BT_PANEL * rank;
     assert!(bt.len() >= (c0 + n).div_ceil(BT_PANEL) * pw);

@@ -134,17 +134,39 @@ pub(super) unsafe fn block_p16_il<const N: usize>(qp: *const u8, ap: *const u8) 
             let x = _mm256_loadu_si256(qp.add(32 * v) as *const __m256i);
             let lo = _mm256_and_si256(x, m4);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4);
-            for t in 0..N {
-                let o = ap.add(8 * N * v + 8 * t);
-                let s = _mm256_add_epi16(
-                    _mm256_maddubs_epi16(lo, bcast(o)),
-                    _mm256_maddubs_epi16(hi, bcast(o.add(4))),
-                );
-                p[t] = _mm256_add_epi16(p[t], s);
-            }
+            add_vector_p16(&mut p, lo, hi, ap, v);
         }
     }
     p
+}
+
+/// Adds weight vector `v`'s int16 pair sums to each token's `p[t]`: its low codes `lo`
+/// against the token's first 4 activation bytes of slot `v` of an interleaved record `ap`,
+/// its high codes `hi` against the next 4.
+///
+/// # Safety
+/// CPU supports AVX2; `ap` valid for `32·N` bytes, `v < 4`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) unsafe fn add_vector_p16<const N: usize>(
+    p: &mut [__m256i; N],
+    lo: __m256i,
+    hi: __m256i,
+    ap: *const u8,
+    v: usize,
+) {
+    for t in 0..N {
+        // SAFETY: token t's 8 bytes of slot v are within the record's 32·N (contract).
+        let o = unsafe { ap.add(8 * N * v + 8 * t) };
+        // SAFETY: as above.
+        let s = unsafe {
+            _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, bcast(o)),
+                _mm256_maddubs_epi16(hi, bcast(o.add(4))),
+            )
+        };
+        p[t] = _mm256_add_epi16(p[t], s);
+    }
 }
 
 /// One weight vector of a Q4 block against 4 interleaved tokens: loads the 32 code bytes

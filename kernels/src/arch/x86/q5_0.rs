@@ -4,7 +4,7 @@
 //! `<= 2·31·127`: four vectors summed in int16, then widened). The `−16` is folded
 //! exactly as `Σqa − 16·Σa` in int32; one FMA per block for 8 rows.
 
-use super::q4_0::bcast;
+use super::q4_0::{add_vector_p16, bcast};
 use crate::arch::TileRows;
 use crate::matmul::QuantizedActivation;
 use std::arch::x86_64::*;
@@ -186,14 +186,7 @@ pub unsafe fn tile_il<const N: usize>(q: &[u8], s: &[u16], a: &[u8], nb: usize) 
                     let (h0, h1) = fifth_bits(hp, v);
                     let lo = _mm256_or_si256(_mm256_and_si256(x, m4), h0);
                     let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), h1);
-                    for t in 0..N {
-                        let o = ap.add(8 * N * v + 8 * t);
-                        let s = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(lo, bcast(o)),
-                            _mm256_maddubs_epi16(hi, bcast(o.add(4))),
-                        );
-                        p[t] = _mm256_add_epi16(p[t], s);
-                    }
+                    add_vector_p16(&mut p, lo, hi, ap, v);
                 }
             }
             let mut i = [_mm256_setzero_si256(); N];
