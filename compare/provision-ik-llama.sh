@@ -77,6 +77,17 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
   mv "$src.tmp" "$src"
 fi
 
+# The sdist leaves out common/cmake/build-info-gen-cpp.cmake, the script that writes
+# common/build-info.cpp from git (the sdist has no .git either): write that file here, newer
+# than its template, so the build's rule for it never runs.
+if [ ! -f "$src/common/build-info.cpp" ]; then
+  say "writing common/build-info.cpp (the sdist lacks its generator)"
+  sed -e 's/@BUILD_NUMBER@/0/' -e "s/@BUILD_COMMIT@/ik-llama-cpp-python-$version/" \
+    -e "s/@BUILD_COMPILER@/$(c++ --version 2>/dev/null | head -n 1 | tr -d '"')/" \
+    -e "s/@BUILD_TARGET@/$(uname -m)/" \
+    "$src/common/build-info.cpp.in" > "$src/common/build-info.cpp"
+fi
+
 # --- the build -------------------------------------------------------------------------------
 cores=$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
 jobs="${IK_JOBS:-$cores}"
