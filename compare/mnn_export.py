@@ -13,7 +13,8 @@ exporter (`llmexport`, the release before the `mnn` wheel's) to MNN's 4-bit form
 A GGUF quantized MNN's way (pocket synth's MNN-Pocket Q4_1: each 64-group written as two
 Q4_1 32-blocks with the same (d, m)) comes back with the very same codes: a group's
 dequantized minimum is m and its range 15 d, so MNN's min/max quantization of the f32
-values finds d, m and every code again. Any other GGUF is re-quantized (not the same
+values finds d, m and every code again. Both are checked: Q4_1 not in 64-groups, or a code
+that the exporter's own quantization function does not give back, stops the export. Any other GGUF is re-quantized (not the same
 weights as the other engines), which is why pocket runs MNN only on the MNN-Pocket shapes.
 
 The output directory gets config.json (MNN-LLM's runtime options), llm_config.json,
@@ -21,6 +22,7 @@ llm.mnn, llm.mnn.weight and tokenizer.txt; DIR/EXPORT_INFO is written last.
 """
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -100,6 +102,36 @@ def check_groups_of_64(t):
         )
 
 
+@functools.cache
+def llmexport_dir():
+    """The llmexport package's directory (looked up once: with the directory on sys.path,
+    as check_same_codes puts it, `llmexport` would name its llmexport.py)."""
+    spec = importlib.util.find_spec("llmexport")
+    if spec is None or not spec.submodule_search_locations:
+        die("the llmexport package is not installed in this python")
+    return list(spec.submodule_search_locations)[0]
+
+
+def check_same_codes(t, w):
+    """Quantizes `w` (a Q4_1 tensor, dequantized) with the exporter's own function, as the
+    export will, and refuses the model unless every 4-bit code is the GGUF's: the proof that
+    MNN runs the same weights as the other engines."""
+    import torch
+
+    if llmexport_dir() not in sys.path:
+        sys.path.insert(0, llmexport_dir())
+    from utils.torch_utils import quant
+
+    q, _ = quant(torch.from_numpy(w), QUANT_BIT, QUANT_BLOCK, False, False, False)
+    q = q.numpy().reshape(-1)
+    ours = np.stack([q >> 4, q & 15], axis=1).reshape(-1)  # two codes a byte, high first
+    qs = np.asarray(t.data).reshape(-1, 20)[:, 4:]
+    theirs = np.concatenate([qs & 15, qs >> 4], axis=1).reshape(-1)  # Q4_1: low nibbles first
+    differ = int((ours != theirs).sum())
+    if differ:
+        die(f"{t.name}: {differ} of {theirs.size} codes differ after MNN's quantization")
+
+
 def checkpoint(gguf_path, hf_dir):
     """Writes the GGUF as a Hugging Face Qwen3 checkpoint into hf_dir."""
     from gguf import GGUFReader, GGMLQuantizationType
@@ -123,6 +155,8 @@ def checkpoint(gguf_path, hf_dir):
         w = dequantize(t.data, t.tensor_type).astype(np.float32)
         shape = [int(d) for d in reversed(t.shape.tolist())]
         tensors[name] = np.ascontiguousarray(w.reshape(shape))
+        if t.tensor_type == GGMLQuantizationType.Q4_1:
+            check_same_codes(t, tensors[name])
     tied = "lm_head.weight" not in tensors
     head_dim = field(reader, p + "attention.key_length", n_embd // n_head)
     vocab = tensors["model.embed_tokens.weight"].shape[0]
@@ -190,10 +224,7 @@ def tokenizer(reader, hf_dir, eos):
 
 def export(hf_dir, out_dir):
     """MNN's exporter on hf_dir, 4-bit blocks of 64, asymmetric, into out_dir."""
-    spec = importlib.util.find_spec("llmexport")
-    if spec is None or not spec.submodule_search_locations:
-        die("the llmexport package is not installed in this python")
-    script = os.path.join(list(spec.submodule_search_locations)[0], "llmexport.py")
+    script = os.path.join(llmexport_dir(), "llmexport.py")
     cmd = [
         sys.executable,
         script,

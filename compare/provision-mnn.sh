@@ -65,13 +65,17 @@ logger (they catch that), so nothing is installed or sent."""
 EOF
   # The check: MNN's converter module imports with no logger, and MNN.llm is there.
   "$py" - <<'EOF'
+import importlib.util
 from MNN.tools import mnnconvert
-import MNN.llm, torch, transformers, llmexport  # noqa: F401
+import MNN.llm, torch, transformers, gguf, safetensors  # noqa: F401
 assert mnnconvert.mnn_logger is None, "MNN's telemetry logger is active"
+# llmexport runs as a script (its modules import `utils` from its own directory).
+assert importlib.util.find_spec("llmexport") is not None, "llmexport is not installed"
 EOF
   "$py" -c "import MNN, torch, transformers
 print(f'MNN {MNN.version()} (PyPI mnn wheel), llmexport $llmexport_version, torch {torch.__version__}, transformers {transformers.__version__}, python $("$py" -c 'import platform; print(platform.python_version())'), $(uname -sm)')" \
-    > "$dir/VENV_INFO"
+    | tail -n 1 > "$dir/VENV_INFO.tmp"  # MNN prints a line of its own on import
+  mv "$dir/VENV_INFO.tmp" "$dir/VENV_INFO"
   say "ok: $(cat "$dir/VENV_INFO")"
 fi
 

@@ -9,8 +9,8 @@ mod kind;
 mod mnn;
 
 pub use ik_llama::{parse_json as parse_ik_json, IkLlamaCpp};
-pub use mnn::{parse_json as parse_mnn_json, Mnn, MnnOutputError, MnnRun};
 pub use kind::{EngineInfo, EngineKind, Reference};
+pub use mnn::{parse_json as parse_mnn_json, Mnn, MnnOutputError, MnnRun};
 
 use std::fmt;
 use std::path::Path;

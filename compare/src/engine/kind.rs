@@ -43,7 +43,11 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// Every engine, in report order.
-    pub const ALL: [EngineKind; 3] = [EngineKind::LlamaCpp, EngineKind::IkLlamaCpp, EngineKind::Mnn];
+    pub const ALL: [EngineKind; 3] = [
+        EngineKind::LlamaCpp,
+        EngineKind::IkLlamaCpp,
+        EngineKind::Mnn,
+    ];
 
     /// The engine's name in reports, receipts and `--engines`.
     pub fn name(self) -> &'static str {

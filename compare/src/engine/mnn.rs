@@ -47,6 +47,17 @@ pub const OPTIONS: [&str; 6] = [
     "8",
 ];
 
+/// What the driver does beyond its flags, for the receipt: llm_bench's dynamic_option rule,
+/// no mmap, one warm-up run, prompt token 16, the greedy sampler; and the weights' format.
+pub const DRIVER_CONVENTIONS: [&str; 6] = [
+    "dynamic_option=0|8(prompt<=300|else)",
+    "use_mmap=false",
+    "warmup=1",
+    "prompt_token=16",
+    "sampler=greedy",
+    "weights=llmexport-int4-block64-asym",
+];
+
 /// The shape MNN is run on: MNN-Pocket's (qwen3, 28 layers, hidden 896, 14 q / 2 kv heads
 /// of 64, FFN 2560, vocabulary 65536, tied embeddings).
 const MNN_POCKET: Shape = Shape {
@@ -68,6 +79,22 @@ struct Shape {
     head_dim: usize,
     n_ff: usize,
     n_vocab: usize,
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} layers, hidden {}, {}/{} heads of {}, FFN {}, vocabulary {}",
+            self.n_layer,
+            self.n_embd,
+            self.n_head,
+            self.n_head_kv,
+            self.head_dim,
+            self.n_ff,
+            self.n_vocab
+        )
+    }
 }
 
 /// MNN-LLM's venv in the cache (`<cache>/mnn`), written by [`PROVISION`].
@@ -113,10 +140,9 @@ impl Mnn {
                 source,
             })?
             .len();
-        let stem = gguf.file_stem().map_or_else(
-            || "model".into(),
-            |s| s.to_string_lossy().into_owned(),
-        );
+        let stem = gguf
+            .file_stem()
+            .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
         Ok(self.dir.join("models").join(format!("{stem}-{size}")))
     }
 
@@ -148,7 +174,12 @@ impl Mnn {
             let lines: Vec<&str> = stderr.lines().collect();
             let tail = lines[lines.len().saturating_sub(15)..].join("\n");
             return Err(ToolError::Failed {
-                command: format!("{} {} --gguf {}", self.python().display(), script.display(), gguf.display()),
+                command: format!(
+                    "{} {} --gguf {}",
+                    self.python().display(),
+                    script.display(),
+                    gguf.display()
+                ),
                 failure: format!("({}):\n{tail}", output.status),
             }
             .into());
@@ -207,9 +238,10 @@ impl Mnn {
         };
         let tied = g.tensor_info("output.weight").is_none();
         if c.arch != Arch::Qwen3 || shape != MNN_POCKET || !tied {
+            let tied = if tied { "tied" } else { "untied" };
             return Some(format!(
-                "not the MNN-Pocket shape ({} {shape:?}, tied {tied}; MNN is run on qwen3 \
-                 {MNN_POCKET:?}, tied)",
+                "not the MNN-Pocket shape ({} {shape}, {tied}; MNN is run on qwen3 \
+                 {MNN_POCKET}, tied)",
                 c.arch.name()
             ));
         }
@@ -259,16 +291,9 @@ impl Reference for Mnn {
     }
 
     fn info(&self) -> EngineInfo {
+        // The driver's flags, then what it does as llm_bench does (see its header).
         let mut options: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
-        options.extend(
-            [
-                "llm_bench conventions: prompt of token id 16, tg from a 1-token context, \
-                 dynamic_option 0 for prompts of 1-300 tokens else 8, no mmap, 1 warm-up run",
-                "greedy sampler",
-                "weights: llmexport 4-bit, block 64, asymmetric, from the GGUF's Q4_1 codes",
-            ]
-            .map(String::from),
-        );
+        options.extend(DRIVER_CONVENTIONS.map(String::from));
         EngineInfo {
             build: read_line(&self.dir.join("VENV_INFO")).unwrap_or_else(|| "unknown".into()),
             options,
