@@ -162,6 +162,8 @@ fn mnn_runs_only_the_mnn_pocket_shape() {
     assert!(why.contains("not the MNN-Pocket shape"), "{why}");
     let why = Mnn::cannot_run(Path::new("/nonexistent.gguf")).unwrap();
     assert!(why.contains("cannot read its header"), "{why}");
+    let why = Mnn::cannot_run(&data("mnn-bench-pp512.json")).unwrap();
+    assert!(why.contains("cannot read its header"), "{why}");
 }
 
 fn samples(ts: f64, rss_mib: u64) -> EngineSamples {

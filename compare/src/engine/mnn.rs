@@ -249,14 +249,35 @@ impl Mnn {
             .tensors()
             .iter()
             .find(|t| t.dims.len() == 2 && t.ggml_type != GgmlType::Q4_1);
-        other.map(|t| {
-            format!(
+        if let Some(t) = other {
+            return Some(format!(
                 "{} is {:?}: MNN runs 4-bit block-64 weights, the same as the other engines' \
                  only from Q4_1",
                 t.name, t.ggml_type
+            ));
+        }
+        let split = g
+            .tensors()
+            .iter()
+            .find(|t| t.dims.len() == 2 && !in_groups_of_64(g.tensor_data(t)));
+        split.map(|t| {
+            format!(
+                "{}: Q4_1 not in MNN's 64-groups (pairs of 32-blocks sharing d, m), so MNN's \
+                 export would change its weights",
+                t.name
             )
         })
     }
+}
+
+/// Whether Q4_1 `data` is in MNN's 64-groups: each pair of 32-blocks (20 bytes: fp16 d,
+/// fp16 m, 16 bytes of nibbles) has the same d and m, as pocket synth's MNN-Pocket writes.
+fn in_groups_of_64(data: &[u8]) -> bool {
+    const BLOCK: usize = 20;
+    data.len().is_multiple_of(2 * BLOCK)
+        && data
+            .chunks_exact(2 * BLOCK)
+            .all(|pair| pair[..4] == pair[BLOCK..BLOCK + 4])
 }
 
 impl Engine for Mnn {
@@ -419,5 +440,30 @@ impl MnnRun {
             extra,
             ..BenchRow::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_groups_of_64;
+
+    /// A Q4_1 block: fp16 d and m as raw bytes, 16 bytes of nibbles.
+    fn block(d: [u8; 2], m: [u8; 2], fill: u8) -> Vec<u8> {
+        let mut b = vec![d[0], d[1], m[0], m[1]];
+        b.extend([fill; 16]);
+        b
+    }
+
+    #[test]
+    fn groups_of_64_are_pairs_of_blocks_sharing_d_and_m() {
+        let pair = |a: Vec<u8>, b: Vec<u8>| [a, b].concat();
+        let g64 = pair(block([1, 2], [3, 4], 0x11), block([1, 2], [3, 4], 0xf0));
+        assert!(in_groups_of_64(&[g64.clone(), g64.clone()].concat()));
+        let other_d = pair(block([1, 2], [3, 4], 0), block([1, 9], [3, 4], 0));
+        assert!(!in_groups_of_64(&[g64.clone(), other_d].concat()));
+        let other_m = pair(block([1, 2], [3, 4], 0), block([1, 2], [3, 5], 0));
+        assert!(!in_groups_of_64(&other_m));
+        // An odd number of blocks is no whole number of groups.
+        assert!(!in_groups_of_64(&[g64, block([1, 2], [3, 4], 0)].concat()));
     }
 }
