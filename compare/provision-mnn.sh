@@ -9,10 +9,11 @@
 #   bash compare/provision-mnn.sh MODEL.gguf... also export each GGUF to MNN's format
 #                                               (<cache>/mnn/models/, as pocket compare would)
 #
-# Cost: about 3.3 GB downloaded and 5.5 GB on disk, a few minutes. PyPI's torch is its CUDA
-# build: the wheel (540 MB) does not import without its nvidia-* libraries (~2.3 GB), though
-# nothing here runs on a GPU; only PyPI is reachable, so there is no CPU-only torch to take.
-# The export of an MNN-Pocket model takes 1-3 minutes.
+# Cost: about 3.3 GB downloaded and 5.7 GB on disk, about 2 minutes (117 s on a 2-core VM).
+# PyPI's torch is its CUDA build: the wheel (540 MB) does not import without its nvidia-*
+# libraries (~2.3 GB), though nothing here runs on a GPU (the export runs on the CPU); only
+# PyPI is reachable, so there is no CPU-only torch to take.
+# The export of an MNN-Pocket model takes 1-2 minutes (it also checks that every code is kept).
 #
 # MNN's tools import MNN/tools/utils/log.py, which pip-installs aliyun-log-python-sdk into
 # whatever pip is on PATH when `import aliyun.log` fails, and then sends usage logs. A
