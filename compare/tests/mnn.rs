@@ -219,6 +219,11 @@ fn receipt_with_three_engines_round_trips() {
             EngineKind::Mnn
         ]
     );
+    let md = pocket_compare::report::report_md(&back, false);
+    assert!(
+        md.contains("- mnn not run on SmolLM2-135M-Instruct.Q4_1.gguf: not the MNN-Pocket shape"),
+        "{md}"
+    );
     // A receipt without `skipped` (every receipt before MNN) loads, and writes none.
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
     v.as_object_mut().unwrap().remove("skipped");
