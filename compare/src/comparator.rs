@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::engine::{Engine, EngineKind, Reference, Sample, Test};
-use crate::receipt::{Comparison, EngineSamples, Machine, Receipt};
+use crate::receipt::{Comparison, EngineSamples, Machine, Receipt, Skipped};
 use crate::Result;
 
 /// What to measure.
@@ -60,6 +60,27 @@ pub fn run(
             || model.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
+        // An engine that cannot run the model (MNN-LLM off the MNN-Pocket shapes) sits
+        // its cells out, with a note in the receipt; a model no engine runs is skipped.
+        let mut runs: Vec<&dyn Reference> = Vec::new();
+        for &r in references {
+            match r.cannot_run(model) {
+                None => runs.push(r),
+                Some(why) => {
+                    progress(&format!("{name}: {} skipped: {why}", r.kind()));
+                    receipt.skipped.push(Skipped {
+                        model: name.clone(),
+                        engine: r.kind(),
+                        why,
+                    });
+                }
+            }
+        }
+        if runs.is_empty() {
+            progress(&format!("{name}: no engine to compare with; skipped"));
+            continue;
+        }
+        let references = runs.as_slice();
         for &test in &plan.tests {
             let quiet_then_busy = std::iter::once(None).chain(plan.contention.map(Some));
             let cells = plan

@@ -1,14 +1,16 @@
 //! The seam between the comparator and an engine: one [`Engine::bench`] call is one
 //! repetition of one test in a fresh process, measured the same way for every engine.
 //! pocket's (`pocket bench`) implementation is [`Pocket`]; the engines it is compared
-//! against ([`EngineKind`]) also implement [`Reference`]: llama.cpp ([`LlamaCpp`]) and
-//! ik_llama.cpp ([`IkLlamaCpp`]).
+//! against ([`EngineKind`]) also implement [`Reference`]: llama.cpp ([`LlamaCpp`]),
+//! ik_llama.cpp ([`IkLlamaCpp`]) and MNN-LLM ([`Mnn`]).
 
 mod ik_llama;
 mod kind;
+mod mnn;
 
 pub use ik_llama::{parse_json as parse_ik_json, IkLlamaCpp};
 pub use kind::{EngineInfo, EngineKind, Reference};
+pub use mnn::{parse_json as parse_mnn_json, Mnn, MnnOutputError, MnnRun};
 
 use std::fmt;
 use std::path::Path;

@@ -28,6 +28,9 @@ pub enum Error {
     /// llama-bench-format output that does not read.
     #[error(transparent)]
     BenchOutput(#[from] crate::bench_format::ParseError),
+    /// MNN-LLM's bench driver printed something that makes no sample.
+    #[error(transparent)]
+    MnnOutput(#[from] crate::engine::MnnOutputError),
     /// A stored receipt that does not load or validate.
     #[error(transparent)]
     Receipt(#[from] crate::receipt::ReceiptError),

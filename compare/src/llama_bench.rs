@@ -125,7 +125,7 @@ pub enum ToolError {
     /// A comparison without a reference engine (none given, none provisioned).
     #[error(
         "no engine to compare pocket with: provision one (`{PROVISION}`, \
-         `bash compare/provision-ik-llama.sh`)"
+         `bash compare/provision-ik-llama.sh`, `bash compare/provision-mnn.sh`)"
     )]
     NoEngines,
     #[error("cannot run {tool}: {source}")]

@@ -19,6 +19,7 @@ pub fn engine_color(kind: EngineKind) -> RGBColor {
     match kind {
         EngineKind::LlamaCpp => RGBColor(0xff, 0x7f, 0x0e),
         EngineKind::IkLlamaCpp => RGBColor(0x2c, 0xa0, 0x2c),
+        EngineKind::Mnn => RGBColor(0xd6, 0x27, 0x28),
     }
 }
 

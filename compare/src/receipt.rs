@@ -48,6 +48,19 @@ pub struct Receipt {
     /// placement flags; absent in receipts from before the flags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementRecord>,
+    /// Models an engine was not run on, and why (MNN-LLM runs only the MNN-Pocket shapes;
+    /// absent in receipts from before MNN).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+}
+
+/// A model an engine was not run on: every cell of the model lacks that engine's column.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Skipped {
+    pub model: String,
+    pub engine: EngineKind,
+    pub why: String,
 }
 
 /// A receipt that does not load: unreadable, not a receipt, or inconsistent.
@@ -322,6 +335,7 @@ impl Receipt {
             results: Vec::new(),
             parity: Vec::new(),
             placement: None,
+            skipped: Vec::new(),
         }
     }
 

@@ -98,6 +98,13 @@ pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
         };
         let _ = writeln!(out, "- {kind}{role}: {}{flags}", info.build);
     }
+    for skip in &receipt.skipped {
+        let _ = writeln!(
+            out,
+            "- {} not run on {}: {}",
+            skip.engine, skip.model, skip.why
+        );
+    }
     if let Some(r) = &receipt.llama_cpp_reference_build {
         let _ = writeln!(
             out,

@@ -157,6 +157,83 @@ fn scripted_engines_fill_a_receipt() {
     assert!(none.to_string().contains("no engine"), "{none}");
 }
 
+/// A scripted reference that cannot run models whose path contains `refuses`.
+struct Picky<'a>(Scripted<'a>, &'static str);
+
+impl Engine for Picky<'_> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
+        self.0.bench(model, test, threads)
+    }
+}
+
+impl Reference for Picky<'_> {
+    fn kind(&self) -> EngineKind {
+        self.0.kind()
+    }
+    fn info(&self) -> EngineInfo {
+        self.0.info()
+    }
+    fn cannot_run(&self, model: &Path) -> Option<String> {
+        model
+            .to_string_lossy()
+            .contains(self.1)
+            .then(|| "not its shape".to_string())
+    }
+}
+
+fn an_engine_that_cannot_run_a_model_sits_it_out() {
+    let log = RefCell::new(Vec::new());
+    let pocket = Scripted::new("pocket", EngineKind::LlamaCpp, 30.0, 90, &log);
+    let llama = Scripted::new("llama.cpp", EngineKind::LlamaCpp, 20.0, 150, &log);
+    let mnn = Picky(
+        Scripted::new("mnn", EngineKind::Mnn, 60.0, 300, &log),
+        "smol",
+    );
+    let plan = Plan {
+        models: vec![
+            PathBuf::from("/m/smol.gguf"),
+            PathBuf::from("/m/pocket.gguf"),
+        ],
+        tests: vec![Test::tg(8)],
+        threads: vec![2],
+        reps: 2,
+        contention: None,
+    };
+    let mut notes = Vec::new();
+    let new = || comparator::new_receipt(None, Path::new("."));
+    let refs: [&dyn Reference; 2] = [&llama, &mnn];
+    let r = comparator::run(&plan, &pocket, &refs, new(), |l| notes.push(l.to_string())).unwrap();
+    assert_eq!(mnn.0.calls.get(), 2, "run on pocket.gguf only");
+    assert_eq!(llama.calls.get(), 4);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n == "smol.gguf: mnn skipped: not its shape"),
+        "{notes:?}"
+    );
+    assert_eq!(r.results.len(), 2);
+    assert!(!r.results[0].engines.contains_key(&EngineKind::Mnn));
+    assert!((r.results[1].speedup(EngineKind::Mnn).unwrap() - 0.5).abs() < 1e-12);
+    assert_eq!(r.skipped.len(), 1);
+    assert_eq!(
+        (r.skipped[0].model.as_str(), r.skipped[0].engine),
+        ("smol.gguf", EngineKind::Mnn)
+    );
+    let text = serde_json::to_string(&r).unwrap();
+    assert_eq!(
+        pocket_compare::receipt::Receipt::from_json(&text).unwrap(),
+        r
+    );
+    // With MNN alone, a model it cannot run has no cell at all.
+    let alone: [&dyn Reference; 1] = [&mnn];
+    let r = comparator::run(&plan, &pocket, &alone, new(), |_| {}).unwrap();
+    assert_eq!(r.results.len(), 1);
+    assert_eq!(r.results[0].model, "pocket.gguf");
+}
+
 fn llama_cpp_against_itself() {
     let engine = LlamaCpp::locate().unwrap_or_else(|e| panic!("{e} ({PROVISION})"));
     let model = common::smollm2();
@@ -186,6 +263,7 @@ fn llama_cpp_against_itself() {
 fn main() -> std::process::ExitCode {
     measured::main(&tests![
         scripted_engines_fill_a_receipt,
+        an_engine_that_cannot_run_a_model_sits_it_out,
         llama_cpp_against_itself
     ])
 }

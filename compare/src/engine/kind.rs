@@ -1,12 +1,14 @@
 //! The engines pocket is compared against, by name: which exist, which are provisioned in
 //! the cache, and how each is located. A new engine (MNN-LLM) is a variant here, an
-//! [`Engine`] implementation, and a provisioning script.
+//! [`Engine`] implementation, and a provisioning script (MNN-LLM's: [`Mnn`]).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Engine, IkLlamaCpp, LlamaCpp, Test};
+use std::path::Path;
+
+use super::{Engine, IkLlamaCpp, LlamaCpp, Mnn, Test};
 use crate::Result;
 use pocket_model::Placement;
 
@@ -33,17 +35,26 @@ pub enum EngineKind {
     #[serde(rename = "ik_llama.cpp")]
     #[value(name = "ik_llama.cpp")]
     IkLlamaCpp,
+    /// MNN-LLM, the PyPI `mnn` wheel's `MNN.llm` (`compare/provision-mnn.sh`).
+    #[serde(rename = "mnn")]
+    #[value(name = "mnn")]
+    Mnn,
 }
 
 impl EngineKind {
     /// Every engine, in report order.
-    pub const ALL: [EngineKind; 2] = [EngineKind::LlamaCpp, EngineKind::IkLlamaCpp];
+    pub const ALL: [EngineKind; 3] = [
+        EngineKind::LlamaCpp,
+        EngineKind::IkLlamaCpp,
+        EngineKind::Mnn,
+    ];
 
     /// The engine's name in reports, receipts and `--engines`.
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::LlamaCpp => "llama.cpp",
             EngineKind::IkLlamaCpp => "ik_llama.cpp",
+            EngineKind::Mnn => "mnn",
         }
     }
 
@@ -52,6 +63,7 @@ impl EngineKind {
         match self {
             EngineKind::LlamaCpp => crate::llama_bench::PROVISION,
             EngineKind::IkLlamaCpp => super::ik_llama::PROVISION,
+            EngineKind::Mnn => super::mnn::PROVISION,
         }
     }
 
@@ -60,6 +72,7 @@ impl EngineKind {
         match self {
             EngineKind::LlamaCpp => LlamaCpp::locate().is_ok(),
             EngineKind::IkLlamaCpp => IkLlamaCpp::locate().is_ok(),
+            EngineKind::Mnn => Mnn::locate().is_ok(),
         }
     }
 
@@ -80,6 +93,7 @@ impl EngineKind {
                 Box::new(e)
             }
             EngineKind::IkLlamaCpp => Box::new(IkLlamaCpp::locate()?),
+            EngineKind::Mnn => Box::new(Mnn::locate()?),
         })
     }
 }
@@ -109,6 +123,11 @@ pub trait Reference: Engine {
     /// Why the engine's benchmark cannot run `test`, if it cannot (checked for the whole
     /// plan before anything runs).
     fn refuses(&self, _test: Test) -> Option<&'static str> {
+        None
+    }
+    /// Why the engine is not run on the model at `model`, if it is not (MNN-LLM runs only
+    /// the MNN-Pocket shapes): the comparator skips those cells with a note.
+    fn cannot_run(&self, _model: &Path) -> Option<String> {
         None
     }
 }

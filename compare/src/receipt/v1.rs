@@ -81,6 +81,7 @@ impl From<ReceiptV1> for Receipt {
             results: v1.results.into_iter().map(Comparison::from).collect(),
             parity: v1.parity,
             placement: v1.placement,
+            skipped: Vec::new(),
         }
     }
 }
