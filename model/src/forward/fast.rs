@@ -156,8 +156,12 @@ impl LayerOps for FastOps {
         // of its query heads), claimed as the threads go (later tokens see more keys, so a
         // static split would be uneven; claiming evens it out). Few items
         // (decode; one KV head, gemma3): the group's query heads are split so every thread
-        // has work.
-        const BT: usize = 8;
+        // has work. Why 32 tokens: every item converts (f16 -> f32) and transposes the keys
+        // and values it sees, once for its rows; with 8-token blocks that was as much work as
+        // the scores on SmolLM2 (3 heads a group): attention in pp512 0.28-0.30 ->
+        // 0.18-0.19 ms/token at 32, 64 no better (Zen5 VM, breakdown, interleaved). The
+        // block size changes no bits (a score and a weighted sum are per key, in key order).
+        const BT: usize = 32;
         let blocks = job.batch.runs(job.live, BT);
         let nb = blocks.len();
         let parts = if nb * n_kv >= 2 * nth {
