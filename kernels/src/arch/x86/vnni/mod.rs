@@ -26,6 +26,7 @@ pub mod q4;
 pub mod q5_0;
 pub mod q6_k;
 pub mod q8_0;
+mod walk;
 
 use super::{has_il, record};
 use crate::matmul::driver::{self, Chunk, Job, Kernels};
@@ -34,6 +35,7 @@ use crate::Isa;
 use lanes::{Lanes, Y8, Z16};
 use q4::Panels;
 use std::arch::x86_64::*;
+use walk::walk;
 
 /// One VNNI level: its `vpdpbusd` encoding, its tile width, and the `#[target_feature]`
 /// root that compiles the driver and every tile for it.
@@ -268,13 +270,13 @@ unsafe fn vnni_tile<L: Lanes, const N: usize>(
     // SAFETY: contract.
     unsafe {
         match layout {
-            Layout::Q4_0 => q4::tile_q4_0_il::<L, N>(w, a, nb),
-            Layout::Q4_1 => q4::tile_q4_1_il::<L, N>(w, a, nb),
-            Layout::Q4_1x64 => q4::tile_q4_1x64_il::<L, N>(w, a, nb),
-            Layout::Q4_K => q4::tile_q4_k_il::<L, N>(w, a, nb),
-            Layout::Q5_0 => q5_0::tile_il::<L, N>(w, a, nb),
-            Layout::Q6_K => q6_k::tile_il::<L, N>(w, a, nb),
-            _ => q8_0::tile_il::<L, N>(w, a, nb),
+            Layout::Q4_0 => walk::<q4::Q4_0, L, N>(w, a, nb),
+            Layout::Q4_1 => walk::<q4::Q4_1, L, N>(w, a, nb),
+            Layout::Q4_1x64 => walk::<q4::Q4_1x64, L, N>(w, a, nb),
+            Layout::Q4_K => walk::<q4::Q4_K, L, N>(w, a, nb),
+            Layout::Q5_0 => walk::<q5_0::Q5_0, L, N>(w, a, nb),
+            Layout::Q6_K => walk::<q6_k::Q6_K, L, N>(w, a, nb),
+            _ => walk::<q8_0::Q8_0, L, N>(w, a, nb),
         }
     }
 }

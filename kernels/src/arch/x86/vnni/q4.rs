@@ -11,6 +11,7 @@
 //! the scalar reference's bits.
 
 use super::lanes::Lanes;
+use super::walk::{At, Size, Step};
 use crate::arch::x86::IL_REC;
 
 /// The weights a tile reads: `q`/`s` start at the first panel's codes/scales; a 16-lane
@@ -118,103 +119,72 @@ pub(super) unsafe fn block_sums_lohi<L: Lanes, const N: usize>(
     (lo, hi)
 }
 
-/// The row outputs of one Q4_0 panel (two for 16 lanes) for the N tokens of an interleaved
-/// tile (`a`: `nb` records of `52·N` bytes): `(dw·da)·(Σqa - 8·Σa)` per block.
-///
-/// # Safety
-/// Inside the level's root ([`super::Dp::drive`]): the CPU has the level's features.
-/// (Lengths are checked.)
-#[inline(always)]
-pub unsafe fn tile_q4_0_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) -> [L::F; N] {
-    let rec = N * IL_REC;
-    w.check::<L>(nb * 128, nb * 8);
-    assert!(a.len() >= nb * rec);
-    // SAFETY: in the level's root (contract).
-    let mut acc = [unsafe { L::zero_f() }; N];
-    let (mut qp, mut ap, mut sp) = (w.q.as_ptr(), a.as_ptr(), w.s.as_ptr());
-    for _ in 0..nb {
-        // SAFETY: block b's codes, 8 scales (per panel) and record are in bounds (checked
-        // above; the pointers are at block b).
+/// Q4_0 (one block a step): `(dw·da)·(Σqa - 8·Σa)` per block.
+pub struct Q4_0;
+
+impl Step for Q4_0 {
+    const SIZE: Size = Size::new(1, 128, 8);
+    #[inline(always)]
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]) {
+        // SAFETY: the block's codes, 8 scales (per panel) and record are in bounds, in the
+        // level's root (contract).
         unsafe {
-            let sums = block_sums_il::<L, N, true>(qp, w.q_step, ap);
-            let dw = L::halves(sp, w.s_step);
+            let sums = block_sums_il::<L, N, true>(at.q, w.q_step, at.a);
+            let dw = L::halves(at.s, w.s_step);
             for t in 0..N {
                 // Minus 8·Σa (token t's, from the record): the `-8` offset of the codes.
-                let i = L::sub(sums[t], L::bcast_i(ap.add(36 * N + 4 * t)));
-                let sc = L::mul(dw, L::bcast_f(ap.add(32 * N + 4 * t)));
+                let i = L::sub(sums[t], L::bcast_i(at.a.add(36 * N + 4 * t)));
+                let sc = L::mul(dw, L::bcast_f(at.a.add(32 * N + 4 * t)));
                 acc[t] = L::fma(sc, L::cvt(i), acc[t]);
             }
         }
-        // Advance to block b+1 (one past the end after the last: never dereferenced).
-        qp = qp.wrapping_add(128);
-        sp = sp.wrapping_add(8);
-        ap = ap.wrapping_add(rec);
     }
-    acc
 }
 
-/// Q4_1: `(dw·da)·Σqa + m·(da·Σa)` per block.
-///
-/// # Safety
-/// As [`tile_q4_0_il`].
-#[inline(always)]
-pub unsafe fn tile_q4_1_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) -> [L::F; N] {
-    let rec = N * IL_REC;
-    w.check::<L>(nb * 128, nb * 16);
-    assert!(a.len() >= nb * rec);
-    // SAFETY: in the level's root (contract).
-    let mut acc = [unsafe { L::zero_f() }; N];
-    let (mut qp, mut ap, mut sp) = (w.q.as_ptr(), a.as_ptr(), w.s.as_ptr());
-    for _ in 0..nb {
-        // SAFETY: block b's codes, 16 scales and record are in bounds (checked above).
+/// Q4_1 (one block a step): `(dw·da)·Σqa + m·(da·Σa)` per block.
+pub struct Q4_1;
+
+impl Step for Q4_1 {
+    const SIZE: Size = Size::new(1, 128, 16);
+    #[inline(always)]
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]) {
+        // SAFETY: the block's codes, 16 scales and record are in bounds, in the level's
+        // root (contract).
         unsafe {
-            let sums = block_sums_il::<L, N, true>(qp, w.q_step, ap);
-            let dw = L::halves(sp, w.s_step);
-            let mw = L::halves(sp.add(8), w.s_step);
+            let sums = block_sums_il::<L, N, true>(at.q, w.q_step, at.a);
+            let dw = L::halves(at.s, w.s_step);
+            let mw = L::halves(at.s.add(8), w.s_step);
             for t in 0..N {
-                let sc = L::mul(dw, L::bcast_f(ap.add(32 * N + 4 * t)));
+                let sc = L::mul(dw, L::bcast_f(at.a.add(32 * N + 4 * t)));
                 acc[t] = L::fma(sc, L::cvt(sums[t]), acc[t]);
-                acc[t] = L::fma(mw, L::bcast_f(ap.add(40 * N + 4 * t)), acc[t]);
+                acc[t] = L::fma(mw, L::bcast_f(at.a.add(40 * N + 4 * t)), acc[t]);
             }
         }
-        qp = qp.wrapping_add(128);
-        sp = sp.wrapping_add(16);
-        ap = ap.wrapping_add(rec);
     }
-    acc
 }
 
-/// Merged Q4_1 (one `(d, m)` per 64-group of two blocks).
-///
-/// # Safety
-/// As [`tile_q4_0_il`]; the block count is even (checked).
-#[inline(always)]
-pub unsafe fn tile_q4_1x64_il<L: Lanes, const N: usize>(
-    w: Panels,
-    a: &[u8],
-    nb: usize,
-) -> [L::F; N] {
-    let rec = N * IL_REC;
-    let ng = nb / 2;
-    w.check::<L>(nb * 128, ng * 16);
-    assert!(nb.is_multiple_of(2) && a.len() >= nb * rec);
-    // SAFETY: in the level's root (contract).
-    let mut acc = [unsafe { L::zero_f() }; N];
-    let (mut qp, mut ap, mut sp) = (w.q.as_ptr(), a.as_ptr(), w.s.as_ptr());
-    for _ in 0..ng {
-        // SAFETY: both blocks' codes and records and the group's 16 scales are in bounds
-        // (checked above; the pointers are at block 2g).
+/// Merged Q4_1 (one `(d, m)` per 64-group of two blocks, a step).
+pub struct Q4_1x64;
+
+impl Step for Q4_1x64 {
+    const SIZE: Size = Size::new(2, 256, 16);
+    #[inline(always)]
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]) {
+        let rec = N * IL_REC;
+        // SAFETY: both blocks' codes and records and the group's 16 scales are in bounds,
+        // in the level's root (contract).
         unsafe {
+            let (qp, ap) = (at.q, at.a);
             let s0 = block_sums_il::<L, N, true>(qp, w.q_step, ap);
-            let mut tmp = acc;
+            let mut tmp = *acc;
             for t in 0..N {
                 tmp[t] = L::mul(L::cvt(s0[t]), L::bcast_f(ap.add(32 * N + 4 * t)));
             }
             let (q1, a1) = (qp.add(128), ap.add(rec));
             // One chain: `tmp` and `acc` hold 2N registers meanwhile.
             let s1 = block_sums_il::<L, N, false>(q1, w.q_step, a1);
-            let dw = L::halves(sp, w.s_step);
-            let mw = L::halves(sp.add(8), w.s_step);
+            let dw = L::halves(at.s, w.s_step);
+            let mw = L::halves(at.s.add(8), w.s_step);
             for t in 0..N {
                 let tm = L::fma(L::cvt(s1[t]), L::bcast_f(a1.add(32 * N + 4 * t)), tmp[t]);
                 acc[t] = L::fma(tm, dw, acc[t]);
@@ -224,44 +194,79 @@ pub unsafe fn tile_q4_1x64_il<L: Lanes, const N: usize>(
                 acc[t] = L::fma(mw, L::splat(ds), acc[t]);
             }
         }
-        qp = qp.wrapping_add(256);
-        sp = sp.wrapping_add(16);
-        ap = ap.wrapping_add(2 * rec);
     }
-    acc
 }
 
-/// Q4_K (`super::super::q4_k` documents the scale groups): per 32-block
-/// `(dw·da)·(sc·Σqa) - (dmin·m)·(da·Σa)`, with `sc·Σqa` the same exact int32 as AVX2's
-/// `vpmaddwd` by the scale (here `vpmulld` of the VNNI sum).
-///
-/// # Safety
-/// As [`tile_q4_0_il`]; the block count is a multiple of 8 (checked).
-#[inline(always)]
-pub unsafe fn tile_q4_k_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) -> [L::F; N] {
-    let rec = N * IL_REC;
-    let ng = nb / 8;
-    let spg = crate::matmul::Layout::Q4_K.scales_per_group();
-    w.check::<L>(nb * 128, ng * spg);
-    assert!(nb.is_multiple_of(8) && a.len() >= nb * rec);
-    // SAFETY: in the level's root (contract).
-    let mut acc = [unsafe { L::zero_f() }; N];
-    let (mut qp, mut ap) = (w.q.as_ptr(), a.as_ptr());
-    let bs = 2 * w.s_step;
-    for g in 0..ng {
-        // SAFETY: g < ng: the 80 u16 (160 bytes) of group g are within each panel's scales
-        // (checked): d at 0, dmin at 8 u16, sc bytes at 32 + 8j, m bytes at 96 + 8j.
-        let grp = unsafe { w.s.as_ptr().add(g * spg) };
-        let bytes = grp as *const u8;
-        let (dw, dmin) = unsafe { (L::halves(grp, w.s_step), L::halves(grp.add(8), w.s_step)) };
-        for j in 0..8 {
-            // SAFETY: block 8g+j's codes and record are in bounds (checked; the pointers
-            // are at that block); j < 8.
-            unsafe {
+/// A K-quant's 8-block group as its tile reads it: the group's scales (both panels', as
+/// u16s and as bytes) and where each block's codes and record start.
+#[derive(Clone, Copy)]
+pub(super) struct KGroup {
+    at: At,
+    s_step: usize,
+    /// The scales as bytes, and the byte distance to the second panel's.
+    pub bytes: *const u8,
+    pub byte_step: usize,
+    /// Code bytes per block and panel, and bytes per record.
+    codes: usize,
+    rec: usize,
+}
+
+impl KGroup {
+    #[inline(always)]
+    pub(super) fn new<const N: usize>(w: &Panels, at: At, codes: usize) -> KGroup {
+        KGroup {
+            at,
+            s_step: w.s_step,
+            bytes: at.s as *const u8,
+            byte_step: 2 * w.s_step,
+            codes,
+            rec: N * IL_REC,
+        }
+    }
+
+    /// The f16 at u16 `i` of the group's scales, of every row, as floats.
+    ///
+    /// # Safety
+    /// Inside the level's root; `i` is within the group's scales.
+    #[inline(always)]
+    pub(super) unsafe fn halves<L: Lanes>(&self, i: usize) -> L::F {
+        // SAFETY: contract.
+        unsafe { L::halves(self.at.s.add(i), self.s_step) }
+    }
+
+    /// Block `j`'s codes and record (`j < 8`: in bounds where the group is).
+    #[inline(always)]
+    pub(super) fn block(&self, j: usize) -> (*const u8, *const u8) {
+        (
+            self.at.q.wrapping_add(self.codes * j),
+            self.at.a.wrapping_add(self.rec * j),
+        )
+    }
+}
+
+/// Q4_K (`super::super::q4_k` documents the scale groups; an 8-block group a step): per
+/// 32-block `(dw·da)·(sc·Σqa) - (dmin·m)·(da·Σa)`, with `sc·Σqa` the same exact int32 as
+/// AVX2's `vpmaddwd` by the scale (here `vpmulld` of the VNNI sum).
+#[allow(non_camel_case_types)] // ggml's name
+pub struct Q4_K;
+
+impl Step for Q4_K {
+    const SIZE: Size = Size::new(8, 8 * 128, crate::matmul::Layout::Q4_K.scales_per_group());
+    #[inline(always)]
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]) {
+        // The group's 80 u16 (160 bytes): d at 0, dmin at 8 u16, sc bytes at 32 + 8j, m
+        // bytes at 96 + 8j.
+        let g = KGroup::new::<N>(w, at, 128);
+        // SAFETY: the group's scales, 8 blocks' codes and records are in bounds, in the
+        // level's root (contract); j < 8.
+        unsafe {
+            let (dw, dmin) = (g.halves::<L>(0), g.halves::<L>(8));
+            for j in 0..8 {
+                let (qp, ap) = g.block(j);
                 // One chain: the group's and sub-block's scales hold registers too.
                 let sums = block_sums_il::<L, N, false>(qp, w.q_step, ap);
-                let sc = L::bytes(bytes.add(32 + 8 * j), bs);
-                let dm = L::mul(dmin, L::cvt(L::bytes(bytes.add(96 + 8 * j), bs)));
+                let sc = L::bytes(g.bytes.add(32 + 8 * j), g.byte_step);
+                let dm = L::mul(dmin, L::cvt(L::bytes(g.bytes.add(96 + 8 * j), g.byte_step)));
                 for t in 0..N {
                     let isum = L::mullo(sums[t], sc);
                     let sa = L::mul(dw, L::bcast_f(ap.add(32 * N + 4 * t)));
@@ -269,9 +274,6 @@ pub unsafe fn tile_q4_k_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: us
                     acc[t] = L::fnma(dm, L::bcast_f(ap.add(40 * N + 4 * t)), acc[t]);
                 }
             }
-            qp = qp.wrapping_add(128);
-            ap = ap.wrapping_add(rec);
         }
     }
-    acc
 }

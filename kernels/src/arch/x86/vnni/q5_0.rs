@@ -9,7 +9,7 @@
 
 use super::lanes::Lanes;
 use super::q4::{block_sums_lohi, Decode, Panels};
-use crate::arch::x86::IL_REC;
+use super::walk::{At, Size, Step};
 
 /// A Q5 record's plane of 5th bits (both panels' for 16 lanes).
 #[derive(Clone, Copy)]
@@ -38,37 +38,25 @@ impl<L: Lanes> Decode<L> for Plane5<L> {
     }
 }
 
-/// The row outputs of one Q5_0 panel (two for 16 lanes) for the N tokens of an interleaved
-/// tile (`a`: `nb` records of `52·N` bytes): `(dw·da)·(Σqa − 16·Σa)` per block.
-///
-/// # Safety
-/// Inside the level's root ([`super::Dp::drive`]). (Lengths are checked.)
-#[inline(always)]
-pub unsafe fn tile_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) -> [L::F; N] {
-    let rec = N * IL_REC;
-    w.check::<L>(nb * 160, nb * 8);
-    assert!(a.len() >= nb * rec);
-    // SAFETY: in the level's root (contract).
-    let mut acc = [unsafe { L::zero_f() }; N];
-    let (mut qp, mut ap, mut sp) = (w.q.as_ptr(), a.as_ptr(), w.s.as_ptr());
-    for _ in 0..nb {
-        // SAFETY: block b's 160 code bytes, 8 scales (per panel) and record are in bounds
-        // (checked above; the pointers are at block b).
+/// Q5_0 (one block a step): `(dw·da)·(Σqa − 16·Σa)` per block.
+pub struct Q5_0;
+
+impl Step for Q5_0 {
+    const SIZE: Size = Size::new(1, 160, 8);
+    #[inline(always)]
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]) {
+        // SAFETY: the block's 160 code bytes, 8 scales (per panel) and record are in
+        // bounds, in the level's root (contract).
         unsafe {
-            let h = Plane5::<L>(L::codes(qp.add(128), w.q_step));
-            let (lo, hi) = block_sums_lohi::<L, N>(qp, w.q_step, ap, h);
-            let dw = L::halves(sp, w.s_step);
+            let h = Plane5::<L>(L::codes(at.q.add(128), w.q_step));
+            let (lo, hi) = block_sums_lohi::<L, N>(at.q, w.q_step, at.a, h);
+            let dw = L::halves(at.s, w.s_step);
             for t in 0..N {
-                let s8 = L::bcast_i(ap.add(36 * N + 4 * t));
+                let s8 = L::bcast_i(at.a.add(36 * N + 4 * t));
                 let i = L::sub(L::add(lo[t], hi[t]), L::add(s8, s8));
-                let sc = L::mul(dw, L::bcast_f(ap.add(32 * N + 4 * t)));
+                let sc = L::mul(dw, L::bcast_f(at.a.add(32 * N + 4 * t)));
                 acc[t] = L::fma(sc, L::cvt(i), acc[t]);
             }
         }
-        // Advance to block b+1 (one past the end after the last: never dereferenced).
-        qp = qp.wrapping_add(160);
-        sp = sp.wrapping_add(8);
-        ap = ap.wrapping_add(rec);
     }
-    acc
 }

@@ -9,8 +9,8 @@
 //! tile's (`(dw·da)·isum`, one FMA per block), so the bits are the scalar reference's.
 
 use super::lanes::Lanes;
-use super::q4::{block_sums_lohi, Decode, Panels};
-use crate::arch::x86::IL_REC;
+use super::q4::{block_sums_lohi, Decode, KGroup, Panels};
+use super::walk::{At, Size, Step};
 
 /// A Q6_K record's two 2-bit planes (`hl`, `hh`; both panels' for 16 lanes).
 #[derive(Clone, Copy)]
@@ -49,39 +49,29 @@ impl<L: Lanes> Decode<L> for Planes6<L> {
     }
 }
 
-/// The row outputs of one Q6_K panel (two for 16 lanes) for the N tokens of an interleaved
-/// tile (`a`: `nb` records of `52·N` bytes).
-///
-/// # Safety
-/// Inside the level's root ([`super::Dp::drive`]); the block count is a multiple of 8
-/// (checked). (Lengths are checked.)
-#[inline(always)]
-pub unsafe fn tile_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) -> [L::F; N] {
-    let rec = N * IL_REC;
-    let ng = nb / 8;
-    let spg = crate::matmul::Layout::Q6_K.scales_per_group();
-    w.check::<L>(nb * 192, ng * spg);
-    assert!(nb.is_multiple_of(8) && a.len() >= nb * rec);
-    // SAFETY: in the level's root (contract).
-    let mut acc = [unsafe { L::zero_f() }; N];
-    let (mut qp, mut ap) = (w.q.as_ptr(), a.as_ptr());
-    let bs = 2 * w.s_step;
-    for g in 0..ng {
-        // SAFETY: g < ng: the 72 u16 (144 bytes) of group g are within each panel's scales
-        // (checked): d at 0, then per block j the 8 rows' (sc_lo, sc_hi) at 16 + 16j.
-        let grp = unsafe { w.s.as_ptr().add(g * spg) };
-        let bytes = grp as *const u8;
-        let dw = unsafe { L::halves(grp, w.s_step) };
-        for j in 0..8 {
-            // SAFETY: block 8g+j's codes and record are in bounds (checked; the pointers
-            // are at that block); j < 8.
-            unsafe {
+/// Q6_K (an 8-block group a step).
+#[allow(non_camel_case_types)] // ggml's name
+pub struct Q6_K;
+
+impl Step for Q6_K {
+    const SIZE: Size = Size::new(8, 8 * 192, crate::matmul::Layout::Q6_K.scales_per_group());
+    #[inline(always)]
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]) {
+        // The group's 72 u16 (144 bytes): d at 0, then per block j the 8 rows' (sc_lo,
+        // sc_hi) at 16 + 16j.
+        let g = KGroup::new::<N>(w, at, 192);
+        // SAFETY: the group's scales, 8 blocks' codes and records are in bounds, in the
+        // level's root (contract); j < 8.
+        unsafe {
+            let dw = g.halves::<L>(0);
+            for j in 0..8 {
+                let (qp, ap) = g.block(j);
                 let planes = Planes6::<L>(
                     L::codes(qp.add(128), w.q_step),
                     L::codes(qp.add(160), w.q_step),
                 );
                 let (lo, hi) = block_sums_lohi::<L, N>(qp, w.q_step, ap, planes);
-                let scp = L::byte_pairs(bytes.add(16 + 16 * j), bs);
+                let scp = L::byte_pairs(g.bytes.add(16 + 16 * j), g.byte_step);
                 let (sclo, schi) = (L::sra32::<16>(L::sll32::<16>(scp)), L::sra32::<16>(scp));
                 for t in 0..N {
                     let off = L::madd16(scp, L::bcast_i(ap.add(44 * N + 4 * t)));
@@ -91,9 +81,6 @@ pub unsafe fn tile_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) 
                     acc[t] = L::fma(sc, L::cvt(i), acc[t]);
                 }
             }
-            qp = qp.wrapping_add(192);
-            ap = ap.wrapping_add(rec);
         }
     }
-    acc
 }

@@ -7,24 +7,19 @@
 
 use super::lanes::Lanes;
 use super::q4::Panels;
-use crate::arch::x86::IL_REC;
+use super::walk::{At, Size, Step};
 
-/// The row outputs of one Q8_0 panel (two for 16 lanes) for the N tokens of an interleaved
-/// tile: per block `(dw·da)·Σwa`, the float operations of the AVX2 tiles.
-///
-/// # Safety
-/// Inside the level's root ([`super::Dp::drive`]). (Lengths are checked.)
-#[inline(always)]
-pub unsafe fn tile_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) -> [L::F; N] {
-    let rec = N * IL_REC;
-    w.check::<L>(nb * 256, nb * 8);
-    assert!(a.len() >= nb * rec);
-    // SAFETY: in the level's root (contract).
-    let mut acc = [unsafe { L::zero_f() }; N];
-    let (mut qp, mut ap, mut sp) = (w.q.as_ptr(), a.as_ptr(), w.s.as_ptr());
-    for _ in 0..nb {
-        // SAFETY: block b's 256 code bytes, 8 scales (per panel) and record are in bounds
-        // (checked above; the pointers are at block b).
+/// Q8_0 (one block a step): per block `(dw·da)·Σwa`, the float operations of the AVX2
+/// tiles.
+pub struct Q8_0;
+
+impl Step for Q8_0 {
+    const SIZE: Size = Size::new(1, 256, 8);
+    #[inline(always)]
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]) {
+        let (qp, ap) = (at.q, at.a);
+        // SAFETY: the block's 256 code bytes, 8 scales (per panel) and record are in
+        // bounds, in the level's root (contract).
         unsafe {
             let mut lo = [L::zero_i(); N];
             let mut hi = lo;
@@ -37,7 +32,7 @@ pub unsafe fn tile_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) 
                     hi[t] = L::dp(hi[t], x1, o.add(4));
                 }
             }
-            let dw = L::halves(sp, w.s_step);
+            let dw = L::halves(at.s, w.s_step);
             for t in 0..N {
                 let sum8 = L::shl4(L::bcast_i(ap.add(36 * N + 4 * t)));
                 let i = L::sub(L::add(lo[t], hi[t]), sum8);
@@ -45,9 +40,5 @@ pub unsafe fn tile_il<L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) 
                 acc[t] = L::fma(sc, L::cvt(i), acc[t]);
             }
         }
-        qp = qp.wrapping_add(256);
-        sp = sp.wrapping_add(8);
-        ap = ap.wrapping_add(rec);
     }
-    acc
 }

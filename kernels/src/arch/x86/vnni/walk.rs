@@ -1,0 +1,83 @@
+//! The block walk every VNNI tile shares: check the panels and the activation records,
+//! start the N accumulators, and step through the blocks, one format's [`Step`] at a time.
+//! A format is a [`Step`] type (a trait, not a closure: a closure is compiled without the
+//! level's target features and called from the tiles instead of inlined, 3x slower).
+
+use super::lanes::Lanes;
+use super::q4::Panels;
+use crate::arch::x86::IL_REC;
+
+/// Where a step starts: the first panel's codes and scales (the second panel's are
+/// `Panels::q_step` bytes / `s_step` u16s further on), and the first block's record.
+#[derive(Clone, Copy)]
+pub(super) struct At {
+    pub q: *const u8,
+    pub s: *const u16,
+    pub a: *const u8,
+}
+
+/// What one step of a format's tile covers.
+#[derive(Clone, Copy)]
+pub(super) struct Size {
+    /// Consecutive 32-blocks: 1, or the blocks that share a scale group (2 for Q4_1x64, 8
+    /// for the K-quants).
+    pub blocks: usize,
+    /// Code bytes per panel.
+    pub codes: usize,
+    /// Scale u16s per panel.
+    pub scales: usize,
+}
+
+impl Size {
+    /// `blocks` 32-blocks, `codes` bytes and `scales` u16s per panel.
+    pub const fn new(blocks: usize, codes: usize, scales: usize) -> Size {
+        Size {
+            blocks,
+            codes,
+            scales,
+        }
+    }
+}
+
+/// One step of a format's tile.
+pub(super) trait Step {
+    const SIZE: Size;
+    /// Adds the step's products for the N tokens to `acc`.
+    ///
+    /// # Safety
+    /// Inside the level's root; `at` is at the step's codes, scales and first record, and
+    /// the step's codes and scales (both panels) and its records of
+    /// `N·IL_REC` bytes are in bounds ([`walk`] checks).
+    unsafe fn add<L: Lanes, const N: usize>(w: &Panels, at: At, acc: &mut [L::F; N]);
+}
+
+/// The row outputs of one panel (two for 16 lanes) for the N tokens of an interleaved
+/// tile (`a`: `nb` records of `N·IL_REC` bytes), format `S`.
+///
+/// # Safety
+/// Inside the level's root ([`super::Dp::drive`]): the CPU has the level's features.
+/// (Lengths are checked; `nb` must be a multiple of the step's blocks, checked.)
+#[inline(always)]
+pub unsafe fn walk<S: Step, L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: usize) -> [L::F; N] {
+    let (rec, size) = (N * IL_REC, S::SIZE);
+    assert!(nb.is_multiple_of(size.blocks) && a.len() >= nb * rec);
+    let steps = nb / size.blocks;
+    w.check::<L>(steps * size.codes, steps * size.scales);
+    // SAFETY: in the level's root (contract).
+    let mut acc = [unsafe { L::zero_f() }; N];
+    let mut at = At {
+        q: w.q.as_ptr(),
+        s: w.s.as_ptr(),
+        a: a.as_ptr(),
+    };
+    for _ in 0..steps {
+        // SAFETY: the step's codes, scales and records are in bounds (checked above; `at`
+        // is at this step).
+        unsafe { S::add::<L, N>(&w, at, &mut acc) };
+        // Advance to the next step (one past the end after the last: never dereferenced).
+        at.q = at.q.wrapping_add(size.codes);
+        at.s = at.s.wrapping_add(size.scales);
+        at.a = at.a.wrapping_add(size.blocks * rec);
+    }
+    acc
+}
