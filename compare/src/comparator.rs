@@ -39,15 +39,20 @@ pub fn run(
     if references.is_empty() {
         return Err(crate::llama_bench::ToolError::NoEngines.into());
     }
-    // A test an engine cannot run fails the plan before any run, not hours into it.
-    for r in references {
-        if let Some((test, why)) = plan
-            .tests
+    // A test no engine can run fails the plan before any run, not hours into it; a test
+    // only some refuse (ik_llama.cpp's pp at a depth) is run without them.
+    for &test in &plan.tests {
+        if let Some(why) = references
             .iter()
-            .find_map(|&t| r.refuses(t).map(|why| (t, why)))
+            .map(|r| r.refuses(test))
+            .collect::<Option<Vec<_>>>()
         {
-            let engine = r.kind().name();
-            return Err(crate::Error::Unsupported { engine, test, why });
+            let engine = references[0].kind().name();
+            return Err(crate::Error::Unsupported {
+                engine,
+                test,
+                why: why[0],
+            });
         }
     }
     let mut receipt = receipt;
@@ -71,6 +76,7 @@ pub fn run(
                     receipt.skipped.push(Skipped {
                         model: name.clone(),
                         engine: r.kind(),
+                        test: None,
                         why,
                     });
                 }
@@ -80,8 +86,29 @@ pub fn run(
             progress(&format!("{name}: no engine to compare with; skipped"));
             continue;
         }
-        let references = runs.as_slice();
         for &test in &plan.tests {
+            let mut references: Vec<&dyn Reference> = Vec::new();
+            for &r in &runs {
+                match r.refuses(test) {
+                    None => references.push(r),
+                    Some(why) => {
+                        progress(&format!("{name} {test}: {} skipped: {why}", r.kind()));
+                        receipt.skipped.push(Skipped {
+                            model: name.clone(),
+                            engine: r.kind(),
+                            test: Some(test),
+                            why: why.to_string(),
+                        });
+                    }
+                }
+            }
+            if references.is_empty() {
+                progress(&format!(
+                    "{name} {test}: no engine to compare with; skipped"
+                ));
+                continue;
+            }
+            let references = references.as_slice();
             let quiet_then_busy = std::iter::once(None).chain(plan.contention.map(Some));
             let cells = plan
                 .threads

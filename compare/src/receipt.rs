@@ -54,12 +54,17 @@ pub struct Receipt {
     pub skipped: Vec<Skipped>,
 }
 
-/// A model an engine was not run on: every cell of the model lacks that engine's column.
+/// A model (or one test of it) an engine was not run on: those cells lack that engine's
+/// column.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Skipped {
     pub model: String,
     pub engine: EngineKind,
+    /// The one test the engine cannot run (ik_llama.cpp's pp at a depth); absent: the
+    /// whole model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<Test>,
     pub why: String,
 }
 

@@ -99,9 +99,10 @@ pub fn report_md(receipt: &Receipt, has_roofline: bool) -> String {
         let _ = writeln!(out, "- {kind}{role}: {}{flags}", info.build);
     }
     for skip in &receipt.skipped {
+        let test = skip.test.map_or(String::new(), |t| format!(" {t}"));
         let _ = writeln!(
             out,
-            "- {} not run on {}: {}",
+            "- {} not run on {}{test}: {}",
             skip.engine, skip.model, skip.why
         );
     }

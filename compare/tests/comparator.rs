@@ -234,6 +234,90 @@ fn an_engine_that_cannot_run_a_model_sits_it_out() {
     assert_eq!(r.results[0].model, "pocket.gguf");
 }
 
+/// A scripted reference that refuses prompt processing at a depth (ik_llama.cpp's).
+struct NoPpAtDepth<'a>(Scripted<'a>);
+
+impl Engine for NoPpAtDepth<'_> {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
+        assert!(
+            test.n_depth == 0 || test.n_prompt == 0,
+            "{test} ran on an engine refusing it"
+        );
+        self.0.bench(model, test, threads)
+    }
+}
+
+impl Reference for NoPpAtDepth<'_> {
+    fn kind(&self) -> EngineKind {
+        self.0.kind()
+    }
+    fn info(&self) -> EngineInfo {
+        self.0.info()
+    }
+    fn refuses(&self, test: Test) -> Option<&'static str> {
+        (test.n_depth > 0 && test.n_prompt > 0).then_some("no pp at depth")
+    }
+}
+
+fn an_engine_that_refuses_a_test_sits_that_test_out() {
+    let log = RefCell::new(Vec::new());
+    let pocket = Scripted::new("pocket", EngineKind::LlamaCpp, 30.0, 90, &log);
+    let llama = Scripted::new("llama.cpp", EngineKind::LlamaCpp, 20.0, 150, &log);
+    let ik = NoPpAtDepth(Scripted::new("ik", EngineKind::IkLlamaCpp, 60.0, 300, &log));
+    let pp_deep = Test::pp(8).at_depth(16);
+    let tg_deep = Test::tg(8).at_depth(16);
+    let plan = Plan {
+        models: vec![PathBuf::from("/m/pocket.gguf")],
+        tests: vec![Test::pp(8), pp_deep, tg_deep],
+        threads: vec![2],
+        reps: 2,
+        contention: None,
+    };
+    let mut notes = Vec::new();
+    let new = || comparator::new_receipt(None, Path::new("."));
+    let refs: [&dyn Reference; 2] = [&llama, &ik];
+    let r = comparator::run(&plan, &pocket, &refs, new(), |l| notes.push(l.to_string())).unwrap();
+    assert_eq!((ik.0.calls.get(), llama.calls.get()), (4, 6));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n == "pocket.gguf pp8 @ d16: ik_llama.cpp skipped: no pp at depth"),
+        "{notes:?}"
+    );
+    assert_eq!(r.results.len(), 3);
+    let cell = |t: Test| r.results.iter().find(|c| c.test == t).unwrap();
+    assert!(!cell(pp_deep).engines.contains_key(&EngineKind::IkLlamaCpp));
+    assert!(cell(pp_deep).engines.contains_key(&EngineKind::LlamaCpp));
+    assert!((cell(tg_deep).speedup(EngineKind::IkLlamaCpp).unwrap() - 0.5).abs() < 1e-12);
+    assert_eq!(r.skipped.len(), 1);
+    let s = &r.skipped[0];
+    assert_eq!(
+        (s.model.as_str(), s.engine, s.test),
+        ("pocket.gguf", EngineKind::IkLlamaCpp, Some(pp_deep))
+    );
+    let text = serde_json::to_string(&r).unwrap();
+    assert_eq!(
+        pocket_compare::receipt::Receipt::from_json(&text).unwrap(),
+        r
+    );
+    let md = pocket_compare::report::report_md(&r, false);
+    assert!(
+        md.contains("- ik_llama.cpp not run on pocket.gguf pp8 @ d16: no pp at depth"),
+        "{md}"
+    );
+    // With ik_llama.cpp alone, a test it refuses fails the plan before any run.
+    let alone: [&dyn Reference; 1] = [&ik];
+    let e = comparator::run(&plan, &pocket, &alone, new(), |_| {}).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "ik_llama.cpp cannot run pp8 @ d16: no pp at depth"
+    );
+    assert_eq!(ik.0.calls.get(), 4, "refused before any run");
+}
+
 fn llama_cpp_against_itself() {
     let engine = LlamaCpp::locate().unwrap_or_else(|e| panic!("{e} ({PROVISION})"));
     let model = common::smollm2();
@@ -264,6 +348,7 @@ fn main() -> std::process::ExitCode {
     measured::main(&tests![
         scripted_engines_fill_a_receipt,
         an_engine_that_cannot_run_a_model_sits_it_out,
+        an_engine_that_refuses_a_test_sits_that_test_out,
         llama_cpp_against_itself
     ])
 }

@@ -224,7 +224,7 @@ fn reports_label_depth_cells() {
     assert!(svg.contains("pp32 @ d64"), "{svg}");
 }
 
-/// An engine that must not run: the plan is refused first.
+/// An engine that must not run: a plan with a test no engine runs is refused first.
 struct NeverRuns(EngineKind);
 
 impl Engine for NeverRuns {
@@ -254,7 +254,7 @@ impl Reference for NeverRuns {
 }
 
 #[test]
-fn a_plan_with_a_test_an_engine_refuses_fails_before_any_run() {
+fn a_plan_with_a_test_no_engine_runs_fails_before_any_run() {
     let plan = pocket_compare::comparator::Plan {
         models: vec!["m.gguf".into()],
         tests: vec![Test::pp(32), Test::pp(32).at_depth(64)],
