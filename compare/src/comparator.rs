@@ -72,13 +72,14 @@ pub fn run(
             match r.cannot_run(model) {
                 None => runs.push(r),
                 Some(why) => {
-                    progress(&format!("{name}: {} skipped: {why}", r.kind()));
-                    receipt.skipped.push(Skipped {
-                        model: name.clone(),
-                        engine: r.kind(),
+                    let (model, engine) = (name.clone(), r.kind());
+                    let skipped = Skipped {
+                        model,
+                        engine,
                         test: None,
                         why,
-                    });
+                    };
+                    sit_out(&mut receipt, &mut progress, skipped);
                 }
             }
         }
@@ -92,13 +93,14 @@ pub fn run(
                 match r.refuses(test) {
                     None => references.push(r),
                     Some(why) => {
-                        progress(&format!("{name} {test}: {} skipped: {why}", r.kind()));
-                        receipt.skipped.push(Skipped {
-                            model: name.clone(),
-                            engine: r.kind(),
+                        let (model, engine, why) = (name.clone(), r.kind(), why.to_string());
+                        let skipped = Skipped {
+                            model,
+                            engine,
                             test: Some(test),
-                            why: why.to_string(),
-                        });
+                            why,
+                        };
+                        sit_out(&mut receipt, &mut progress, skipped);
                     }
                 }
             }
@@ -159,6 +161,17 @@ pub fn run(
     }
     receipt.validate()?;
     Ok(receipt)
+}
+
+/// Notes in the receipt and the progress that an engine sits out a model (or one test of
+/// it).
+fn sit_out(receipt: &mut Receipt, progress: &mut impl FnMut(&str), skipped: Skipped) {
+    let test = skipped.test.map_or(String::new(), |t| format!(" {t}"));
+    let Skipped {
+        model, engine, why, ..
+    } = &skipped;
+    progress(&format!("{model}{test}: {engine} skipped: {why}"));
+    receipt.skipped.push(skipped);
 }
 
 /// One (model, test, threads) of the plan.

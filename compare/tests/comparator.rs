@@ -157,7 +157,8 @@ fn scripted_engines_fill_a_receipt() {
     assert!(none.to_string().contains("no engine"), "{none}");
 }
 
-/// A scripted reference that cannot run models whose path contains `refuses`.
+/// A scripted reference that cannot run models whose path contains its `&str`, nor prompt
+/// processing at a depth (ik_llama.cpp's refusal).
 struct Picky<'a>(Scripted<'a>, &'static str);
 
 impl Engine for Picky<'_> {
@@ -165,6 +166,10 @@ impl Engine for Picky<'_> {
         self.0.name()
     }
     fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
+        assert!(
+            self.refuses(test).is_none(),
+            "{test} ran on an engine refusing it"
+        );
         self.0.bench(model, test, threads)
     }
 }
@@ -182,9 +187,12 @@ impl Reference for Picky<'_> {
             .contains(self.1)
             .then(|| "not its shape".to_string())
     }
+    fn refuses(&self, test: Test) -> Option<&'static str> {
+        (test.n_depth > 0 && test.n_prompt > 0).then_some("no pp at depth")
+    }
 }
 
-fn an_engine_that_cannot_run_a_model_sits_it_out() {
+fn an_engine_sits_out_the_models_and_tests_it_cannot_run() {
     let log = RefCell::new(Vec::new());
     let pocket = Scripted::new("pocket", EngineKind::LlamaCpp, 30.0, 90, &log);
     let llama = Scripted::new("llama.cpp", EngineKind::LlamaCpp, 20.0, 150, &log);
@@ -192,12 +200,13 @@ fn an_engine_that_cannot_run_a_model_sits_it_out() {
         Scripted::new("mnn", EngineKind::Mnn, 60.0, 300, &log),
         "smol",
     );
+    let pp_deep = Test::pp(8).at_depth(16);
     let plan = Plan {
         models: vec![
             PathBuf::from("/m/smol.gguf"),
             PathBuf::from("/m/pocket.gguf"),
         ],
-        tests: vec![Test::tg(8)],
+        tests: vec![Test::tg(8), pp_deep],
         threads: vec![2],
         reps: 2,
         contention: None,
@@ -206,98 +215,42 @@ fn an_engine_that_cannot_run_a_model_sits_it_out() {
     let new = || comparator::new_receipt(None, Path::new("."));
     let refs: [&dyn Reference; 2] = [&llama, &mnn];
     let r = comparator::run(&plan, &pocket, &refs, new(), |l| notes.push(l.to_string())).unwrap();
-    assert_eq!(mnn.0.calls.get(), 2, "run on pocket.gguf only");
-    assert_eq!(llama.calls.get(), 4);
-    assert!(
-        notes
-            .iter()
-            .any(|n| n == "smol.gguf: mnn skipped: not its shape"),
-        "{notes:?}"
-    );
-    assert_eq!(r.results.len(), 2);
-    assert!(!r.results[0].engines.contains_key(&EngineKind::Mnn));
-    assert!((r.results[1].speedup(EngineKind::Mnn).unwrap() - 0.5).abs() < 1e-12);
-    assert_eq!(r.skipped.len(), 1);
-    assert_eq!(
-        (r.skipped[0].model.as_str(), r.skipped[0].engine),
-        ("smol.gguf", EngineKind::Mnn)
-    );
-    let text = serde_json::to_string(&r).unwrap();
-    assert_eq!(
-        pocket_compare::receipt::Receipt::from_json(&text).unwrap(),
-        r
-    );
-    // With MNN alone, a model it cannot run has no cell at all.
-    let alone: [&dyn Reference; 1] = [&mnn];
-    let r = comparator::run(&plan, &pocket, &alone, new(), |_| {}).unwrap();
-    assert_eq!(r.results.len(), 1);
-    assert_eq!(r.results[0].model, "pocket.gguf");
-}
-
-/// A scripted reference that refuses prompt processing at a depth (ik_llama.cpp's).
-struct NoPpAtDepth<'a>(Scripted<'a>);
-
-impl Engine for NoPpAtDepth<'_> {
-    fn name(&self) -> &str {
-        self.0.name()
+    assert_eq!(mnn.0.calls.get(), 2, "tg8 on pocket.gguf only");
+    assert_eq!(llama.calls.get(), 8);
+    for note in [
+        "smol.gguf: mnn skipped: not its shape",
+        "pocket.gguf pp8 @ d16: mnn skipped: no pp at depth",
+    ] {
+        assert!(notes.iter().any(|n| n == note), "{note}: {notes:?}");
     }
-    fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
-        assert!(
-            test.n_depth == 0 || test.n_prompt == 0,
-            "{test} ran on an engine refusing it"
-        );
-        self.0.bench(model, test, threads)
+    let cells: Vec<_> = r
+        .results
+        .iter()
+        .map(|c| (c.model.as_str(), c.test))
+        .collect();
+    let tg = Test::tg(8);
+    let want = [
+        ("smol.gguf", tg),
+        ("smol.gguf", pp_deep),
+        ("pocket.gguf", tg),
+        ("pocket.gguf", pp_deep),
+    ];
+    assert_eq!(cells, want);
+    for (i, c) in r.results.iter().enumerate() {
+        assert_eq!(c.engines.contains_key(&EngineKind::Mnn), i == 2, "{i}");
+        assert!(c.engines.contains_key(&EngineKind::LlamaCpp));
     }
-}
-
-impl Reference for NoPpAtDepth<'_> {
-    fn kind(&self) -> EngineKind {
-        self.0.kind()
-    }
-    fn info(&self) -> EngineInfo {
-        self.0.info()
-    }
-    fn refuses(&self, test: Test) -> Option<&'static str> {
-        (test.n_depth > 0 && test.n_prompt > 0).then_some("no pp at depth")
-    }
-}
-
-fn an_engine_that_refuses_a_test_sits_that_test_out() {
-    let log = RefCell::new(Vec::new());
-    let pocket = Scripted::new("pocket", EngineKind::LlamaCpp, 30.0, 90, &log);
-    let llama = Scripted::new("llama.cpp", EngineKind::LlamaCpp, 20.0, 150, &log);
-    let ik = NoPpAtDepth(Scripted::new("ik", EngineKind::IkLlamaCpp, 60.0, 300, &log));
-    let pp_deep = Test::pp(8).at_depth(16);
-    let tg_deep = Test::tg(8).at_depth(16);
-    let plan = Plan {
-        models: vec![PathBuf::from("/m/pocket.gguf")],
-        tests: vec![Test::pp(8), pp_deep, tg_deep],
-        threads: vec![2],
-        reps: 2,
-        contention: None,
-    };
-    let mut notes = Vec::new();
-    let new = || comparator::new_receipt(None, Path::new("."));
-    let refs: [&dyn Reference; 2] = [&llama, &ik];
-    let r = comparator::run(&plan, &pocket, &refs, new(), |l| notes.push(l.to_string())).unwrap();
-    assert_eq!((ik.0.calls.get(), llama.calls.get()), (4, 6));
-    assert!(
-        notes
-            .iter()
-            .any(|n| n == "pocket.gguf pp8 @ d16: ik_llama.cpp skipped: no pp at depth"),
-        "{notes:?}"
-    );
-    assert_eq!(r.results.len(), 3);
-    let cell = |t: Test| r.results.iter().find(|c| c.test == t).unwrap();
-    assert!(!cell(pp_deep).engines.contains_key(&EngineKind::IkLlamaCpp));
-    assert!(cell(pp_deep).engines.contains_key(&EngineKind::LlamaCpp));
-    assert!((cell(tg_deep).speedup(EngineKind::IkLlamaCpp).unwrap() - 0.5).abs() < 1e-12);
-    assert_eq!(r.skipped.len(), 1);
-    let s = &r.skipped[0];
-    assert_eq!(
-        (s.model.as_str(), s.engine, s.test),
-        ("pocket.gguf", EngineKind::IkLlamaCpp, Some(pp_deep))
-    );
+    assert!((r.results[2].speedup(EngineKind::Mnn).unwrap() - 0.5).abs() < 1e-12);
+    let skipped: Vec<_> = r
+        .skipped
+        .iter()
+        .map(|s| (s.model.as_str(), s.engine, s.test))
+        .collect();
+    let want = [
+        ("smol.gguf", EngineKind::Mnn, None),
+        ("pocket.gguf", EngineKind::Mnn, Some(pp_deep)),
+    ];
+    assert_eq!(skipped, want);
     let text = serde_json::to_string(&r).unwrap();
     assert_eq!(
         pocket_compare::receipt::Receipt::from_json(&text).unwrap(),
@@ -305,17 +258,23 @@ fn an_engine_that_refuses_a_test_sits_that_test_out() {
     );
     let md = pocket_compare::report::report_md(&r, false);
     assert!(
-        md.contains("- ik_llama.cpp not run on pocket.gguf pp8 @ d16: no pp at depth"),
+        md.contains("- mnn not run on pocket.gguf pp8 @ d16: no pp at depth"),
         "{md}"
     );
-    // With ik_llama.cpp alone, a test it refuses fails the plan before any run.
-    let alone: [&dyn Reference; 1] = [&ik];
+    // With MNN alone, a model it cannot run has no cell at all, and a test it refuses fails
+    // the plan before any run.
+    let alone: [&dyn Reference; 1] = [&mnn];
+    let tg_only = Plan {
+        tests: vec![tg],
+        ..plan.clone()
+    };
+    let r = comparator::run(&tg_only, &pocket, &alone, new(), |_| {}).unwrap();
+    assert_eq!(r.results.len(), 1);
+    assert_eq!(r.results[0].model, "pocket.gguf");
+    let calls = mnn.0.calls.get();
     let e = comparator::run(&plan, &pocket, &alone, new(), |_| {}).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "ik_llama.cpp cannot run pp8 @ d16: no pp at depth"
-    );
-    assert_eq!(ik.0.calls.get(), 4, "refused before any run");
+    assert_eq!(e.to_string(), "mnn cannot run pp8 @ d16: no pp at depth");
+    assert_eq!(mnn.0.calls.get(), calls, "refused before any run");
 }
 
 fn llama_cpp_against_itself() {
@@ -347,8 +306,7 @@ fn llama_cpp_against_itself() {
 fn main() -> std::process::ExitCode {
     measured::main(&tests![
         scripted_engines_fill_a_receipt,
-        an_engine_that_cannot_run_a_model_sits_it_out,
-        an_engine_that_refuses_a_test_sits_that_test_out,
+        an_engine_sits_out_the_models_and_tests_it_cannot_run,
         llama_cpp_against_itself
     ])
 }

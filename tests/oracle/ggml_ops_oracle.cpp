@@ -112,12 +112,17 @@ static std::vector<float> q8_activations(size_t n) {
     return x;
 }
 
+// `x` in ggml's Q8_1 (`q8_1`) or Q8_0 blocks.
+static std::vector<uint8_t> quantize_q8(const std::vector<float> & x, bool q8_1) {
+    const int64_t k = (int64_t)x.size();
+    std::vector<uint8_t> q(k / 32 * (q8_1 ? 36 : 34));
+    if (q8_1) quantize_row_q8_1(x.data(), q.data(), k); else quantize_row_q8_0(x.data(), q.data(), k);
+    return q;
+}
+
 static void quant_case(bool q8_1, int64_t k) {
     const std::vector<float> x = q8_activations(k);
-    const size_t bs = q8_1 ? 36 : 34;
-    std::vector<uint8_t> q(k / 32 * bs);
-    if (q8_1) quantize_row_q8_1(x.data(), q.data(), k); else quantize_row_q8_0(x.data(), q.data(), k);
-    put_u32(q8_1 ? 2 : 1); put_u32(k); put_vec(x); put_vec(q);
+    put_u32(q8_1 ? 2 : 1); put_u32(k); put_vec(x); put_vec(quantize_q8(x, q8_1));
 }
 
 // Activations without the degenerate blocks, for the dot products.
@@ -134,6 +139,16 @@ static std::vector<float> dot_activations(size_t n) {
     return x;
 }
 
+// A dot-product case: `dot_activations` quantized to Q8_1 (`q8_1`) or Q8_0, ggml's
+// `vec_dot` of them with the weight blocks `w`, and the record `tag k w a s`.
+template <typename VecDot>
+static void emit_dot(uint32_t tag, int64_t k, const std::vector<uint8_t> & w, bool q8_1, VecDot vec_dot) {
+    const std::vector<uint8_t> a = quantize_q8(dot_activations(k), q8_1);
+    float s = 0;
+    vec_dot(k, &s, 0, w.data(), 0, a.data(), 0, 1);
+    put_u32(tag); put_u32(k); put_vec(w); put_vec(a); put_f32(s);
+}
+
 static void dot_q4_1_case(int64_t k) {
     std::vector<uint8_t> w;
     for (int64_t b = 0; b < k / 32; ++b) {
@@ -144,12 +159,7 @@ static void dot_q4_1_case(int64_t k) {
         put_h(w, d); put_h(w, m);
         for (int i = 0; i < 16; ++i) w.push_back((uint8_t)rng());
     }
-    const std::vector<float> x = dot_activations(k);
-    std::vector<uint8_t> a(k / 32 * 36);
-    quantize_row_q8_1(x.data(), a.data(), k);
-    float s = 0;
-    ggml_vec_dot_q4_1_q8_1(k, &s, 0, w.data(), 0, a.data(), 0, 1);
-    put_u32(3); put_u32(k); put_vec(w); put_vec(a); put_f32(s);
+    emit_dot(3, k, w, true, ggml_vec_dot_q4_1_q8_1);
 }
 
 static void dot_q8_0_case(int64_t k) {
@@ -159,12 +169,7 @@ static void dot_q8_0_case(int64_t k) {
         const bool extreme = below(8) == 0;
         for (int i = 0; i < 32; ++i) w.push_back((uint8_t)(int8_t)(extreme ? (below(2) ? 127 : -128) : (int)below(256) - 128));
     }
-    const std::vector<float> x = dot_activations(k);
-    std::vector<uint8_t> a(k / 32 * 34);
-    quantize_row_q8_0(x.data(), a.data(), k);
-    float s = 0;
-    ggml_vec_dot_q8_0_q8_0(k, &s, 0, w.data(), 0, a.data(), 0, 1);
-    put_u32(4); put_u32(k); put_vec(w); put_vec(a); put_f32(s);
+    emit_dot(4, k, w, false, ggml_vec_dot_q8_0_q8_0);
 }
 
 static void dot_f16_case(int n) {
