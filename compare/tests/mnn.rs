@@ -203,6 +203,7 @@ fn receipt_with_three_engines_round_trips() {
     r.skipped.push(Skipped {
         model: "SmolLM2-135M-Instruct.Q4_1.gguf".into(),
         engine: EngineKind::Mnn,
+        test: None,
         why: "not the MNN-Pocket shape".into(),
     });
     let text = serde_json::to_string_pretty(&r).unwrap();
