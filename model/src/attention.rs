@@ -5,7 +5,7 @@
 use crate::kv_cache::KvCache;
 
 pub use pocket_kernels::attention::AttnScratch;
-use pocket_kernels::attention::{attend, KvRows, QueryBlock};
+use pocket_kernels::attention::{attend, F16Rows, KvRows, QueryBlock};
 use pocket_kernels::Isa;
 
 /// Layer `l` of a cache, as the kernel reads it.
@@ -22,6 +22,12 @@ impl KvRows for LayerRows<'_> {
     #[inline]
     fn value(&self, pos: usize, off: usize, out: &mut [f32]) {
         self.cache.read_v(self.l, pos, off, out)
+    }
+    #[inline]
+    fn f16(&self) -> Option<F16Rows<'_>> {
+        let (k, v) = self.cache.f16_rows(self.l)?;
+        let stride = self.cache.kv_dim();
+        Some(F16Rows { k, v, stride })
     }
 }
 

@@ -16,7 +16,7 @@
 
 #[cfg(test)]
 mod tests;
-mod tiled;
+pub(crate) mod tiled;
 
 use crate::Isa;
 use half::f16;
@@ -28,6 +28,68 @@ pub trait KvRows {
     fn key(&self, pos: usize, off: usize, out: &mut [f32]);
     /// Value of position `pos`, elements `off..off + out.len()`, as f32.
     fn value(&self, pos: usize, off: usize, out: &mut [f32]);
+    /// The rows in place, when they are f16: the tiles are then filled by the level's
+    /// converter ([`FillTiles`]) instead of a row at a time.
+    fn f16(&self) -> Option<F16Rows<'_>> {
+        None
+    }
+}
+
+/// How a level fills the attention tiles from f16 rows. Every fill is an exact f16 -> f32
+/// conversion, so each gives the same bits.
+pub(crate) trait FillTiles: Copy {
+    /// `kt[d·16 + k]` = element `off + d` of key `pos + k` for `k < kn`, 0 for
+    /// `kn <= k < 16` (`d < kt.len() / 16`, the head size); `row`: scratch.
+    fn keys(
+        self,
+        kv: &F16Rows,
+        pos: usize,
+        kn: usize,
+        off: usize,
+        kt: &mut [f32],
+        row: &mut Vec<f32>,
+    );
+    /// Row `k < kn` of `vt` (`head_dim` values) = elements `off..` of value `pos + k`.
+    fn values(
+        self,
+        kv: &F16Rows,
+        pos: usize,
+        kn: usize,
+        off: usize,
+        head_dim: usize,
+        vt: &mut [f32],
+    );
+}
+
+/// The fill of any level: a row at a time through [`KvRows`].
+#[derive(Clone, Copy)]
+pub(crate) struct ByRow;
+
+impl FillTiles for ByRow {
+    #[inline(always)]
+    fn keys(
+        self,
+        kv: &F16Rows,
+        pos: usize,
+        kn: usize,
+        off: usize,
+        kt: &mut [f32],
+        row: &mut Vec<f32>,
+    ) {
+        tiled::keys_by_row(kv, pos, kn, off, kt, row);
+    }
+    #[inline(always)]
+    fn values(
+        self,
+        kv: &F16Rows,
+        pos: usize,
+        kn: usize,
+        off: usize,
+        head_dim: usize,
+        vt: &mut [f32],
+    ) {
+        tiled::values_by_row(kv, pos, kn, off, head_dim, vt);
+    }
 }
 
 /// f16 keys and values, the row of position `pos` at element `pos·stride` of each.
@@ -48,6 +110,10 @@ impl KvRows for F16Rows<'_> {
     fn value(&self, pos: usize, off: usize, out: &mut [f32]) {
         let at = pos * self.stride + off;
         self.v[at..at + out.len()].convert_to_f32_slice(out);
+    }
+    #[inline]
+    fn f16(&self) -> Option<F16Rows<'_>> {
+        Some(*self)
     }
 }
 
@@ -93,7 +159,7 @@ pub fn attend<R: KvRows>(kv: &R, a: &QueryBlock, out: &mut [f32], s: &mut AttnSc
     if isa.has_avx2() && isa.is_available() {
         return crate::arch::x86::attention::attend_checked(kv, a, out, s, isa);
     }
-    tiled::attend_body(kv, a, out, s, isa)
+    tiled::attend_body(kv, a, out, s, isa, ByRow)
 }
 
 fn check(a: &QueryBlock, out_len: usize) {

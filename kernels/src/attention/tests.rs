@@ -170,7 +170,7 @@ fn for_each_run(mut check: impl FnMut(&Case, Isa, usize, &[f32], &mut AttnScratc
 fn every_level_equals_the_generic_body() {
     for_each_run(|c, isa, g, got, s| {
         let mut want = vec![f32::NAN; got.len()];
-        attend_body(&c.rows(), &c.block(g), &mut want, s, isa);
+        attend_body(&c.rows(), &c.block(g), &mut want, s, isa, super::ByRow);
         let same = got
             .iter()
             .zip(&want)

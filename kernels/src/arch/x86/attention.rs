@@ -3,8 +3,10 @@
 //! contraction into FMAs, no reassociation), so either build equals the body without target
 //! features bit for bit.
 
-use crate::attention::{attend_body, AttnScratch, KvRows, QueryBlock};
+use crate::attention::tiled::{keys_by_row, values_by_row};
+use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock};
 use crate::Isa;
+use std::arch::x86_64::*;
 
 /// Safe entry point: the body compiled for `isa` (an AVX2-bodied level) after checking the
 /// CPU (panics when it lacks `isa`).
@@ -41,7 +43,8 @@ macro_rules! attend_root {
             s: &mut AttnScratch,
             isa: Isa,
         ) {
-            attend_body(kv, a, out, s, isa)
+            // The roots have AVX and F16C (their target features).
+            attend_body(kv, a, out, s, isa, F16cFill(()))
         }
     };
 }
@@ -60,3 +63,105 @@ attend_root!(
     attend_avx512,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
 );
+
+/// Fills the tiles with F16C: 8 keys x 8 elements converted and transposed in registers
+/// (the row-at-a-time fill converts a row per call and stores every element alone). Made
+/// only inside the roots above (the private field), so the CPU has AVX and F16C wherever
+/// one exists; its methods are inlined into those roots.
+#[derive(Clone, Copy)]
+struct F16cFill(());
+
+impl FillTiles for F16cFill {
+    #[inline(always)]
+    fn keys(
+        self,
+        kv: &F16Rows,
+        pos: usize,
+        kn: usize,
+        off: usize,
+        kt: &mut [f32],
+        row: &mut Vec<f32>,
+    ) {
+        let hd = kt.len() / 16;
+        if !hd.is_multiple_of(8) || kn == 0 {
+            return keys_by_row(kv, pos, kn, off, kt, row);
+        }
+        assert!(kn <= 16 && (pos + kn - 1) * kv.stride + off + hd <= kv.k.len());
+        // SAFETY: the CPU has AVX and F16C (the type is made only in the roots); each load
+        // reads 8 f16 of a key k < kn at elements `off + db ..+ 8` (db + 8 <= hd), within
+        // `kv.k` (asserted for the last key); each store writes 8 f32 at `(db + d)·16 + kb`
+        // (kb + 8 <= 16, db + d < hd), within `kt` (hd·16 long).
+        unsafe {
+            let src = kv.k.as_ptr();
+            for kb in [0, 8] {
+                for db in (0..hd).step_by(8) {
+                    let mut r = [_mm256_setzero_ps(); 8];
+                    for (i, r) in r.iter_mut().enumerate() {
+                        if kb + i < kn {
+                            let at = (pos + kb + i) * kv.stride + off + db;
+                            *r = _mm256_cvtph_ps(_mm_loadu_si128(src.add(at) as *const __m128i));
+                        }
+                    }
+                    for (d, c) in transpose8(r).iter().enumerate() {
+                        _mm256_storeu_ps(kt.as_mut_ptr().add((db + d) * 16 + kb), *c);
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn values(self, kv: &F16Rows, pos: usize, kn: usize, off: usize, hd: usize, vt: &mut [f32]) {
+        if !hd.is_multiple_of(8) || kn == 0 {
+            return values_by_row(kv, pos, kn, off, hd, vt);
+        }
+        assert!(kn * hd <= vt.len() && (pos + kn - 1) * kv.stride + off + hd <= kv.v.len());
+        // SAFETY: AVX and F16C as in `keys`; the loads of value k < kn at `off + d ..+ 8`
+        // (d + 8 <= hd) are within `kv.v` (asserted for the last), the stores at `k·hd + d`
+        // within `vt` (asserted).
+        unsafe {
+            let src = kv.v.as_ptr();
+            for k in 0..kn {
+                let at = (pos + k) * kv.stride + off;
+                for d in (0..hd).step_by(8) {
+                    let x = _mm256_cvtph_ps(_mm_loadu_si128(src.add(at + d) as *const __m128i));
+                    _mm256_storeu_ps(vt.as_mut_ptr().add(k * hd + d), x);
+                }
+            }
+        }
+    }
+}
+
+/// The 8x8 transpose: `c[d]` holds element `d` of each of `r[0..8]`.
+#[inline(always)]
+fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    // SAFETY: register shuffles of AVX, which the callers' roots have (see `F16cFill`).
+    unsafe {
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let s0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let s1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let s2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let s3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let s4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let s5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let s6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let s7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        [
+            _mm256_permute2f128_ps::<0x20>(s0, s4),
+            _mm256_permute2f128_ps::<0x20>(s1, s5),
+            _mm256_permute2f128_ps::<0x20>(s2, s6),
+            _mm256_permute2f128_ps::<0x20>(s3, s7),
+            _mm256_permute2f128_ps::<0x31>(s0, s4),
+            _mm256_permute2f128_ps::<0x31>(s1, s5),
+            _mm256_permute2f128_ps::<0x31>(s2, s6),
+            _mm256_permute2f128_ps::<0x31>(s3, s7),
+        ]
+    }
+}
