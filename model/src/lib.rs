@@ -37,5 +37,5 @@ pub use config::{Arch, Config};
 pub use forward::{GgmlUnsupported, Model, ModelError, Session, SessionOptions};
 pub use kv_cache::{KvType, KvTypeError};
 pub use profile::{Breakdown, Op};
-pub use threadpool::{MaskError, Placement};
+pub use threadpool::{ClassError, CoreClasses, CpuClass, MaskError, Placement};
 pub use weights::{LoadOptions, Numerics};

@@ -306,7 +306,7 @@ fn gemv_items(
     let mut items = Vec::with_capacity(n_items);
     for i in 0..n {
         items.push(GemvItem::Lead(i));
-        let share = ThreadPool::split(n_items, n, i);
+        let share = pool.share(n_items, i);
         let before = share.start - i; // row blocks in the shares before this one
         items.extend((before..before + share.len() - 1).map(GemvItem::Rows));
     }

@@ -2,7 +2,7 @@
 //!
 //!   pocket bench -m MODEL[,MODEL...] [-p 512[,128]] [-n 128] [-pg 512,128] [-d 0[,4096]] [-r 5]
 //!                [-t 2[,1]] [-o md|csv|json|jsonl|sql]
-//!                [--cpu-mask HEX] [--cpu-strict 0|1] [--poll 0..100]
+//!                [--cpu-mask HEX] [--cpu-strict 0|1] [--poll 0..100] [--cpu-class prime|big|all]
 //!                [--breakdown] [--profile FILE.svg|FILE.pb] [--contention CPU]
 //!
 //! Lists are comma-separated as in llama-bench; `-p 0` / `-n 0` drop those tests; `-d`
@@ -32,7 +32,7 @@ pub struct BenchArgs {
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value = "5", value_parser = positive)]
     pub reps: u32,
-    /// Thread counts, comma-separated (default: physical cores).
+    /// Thread counts, comma-separated (default: physical cores; a --cpu-class's CPUs).
     #[arg(short = 't', long = "threads", value_delimiter = ',', value_parser = positive)]
     pub threads: Vec<u32>,
     /// Output format: md, csv, json, jsonl, sql.
@@ -57,40 +57,45 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// The placement and accounting options of the run (bandwidth not yet probed).
-    pub fn options(&self) -> BenchOptions {
-        BenchOptions {
-            placement: self.placement.placement(),
+    /// The placement and accounting options of the run (bandwidth not yet probed), and
+    /// the thread counts to bench (default: the physical cores, or a --cpu-class's CPUs).
+    pub fn options(&self) -> Result<(BenchOptions, Vec<u32>), CliError> {
+        let (placement, class_threads) = self.placement.resolve()?;
+        let opts = BenchOptions {
+            placement,
             breakdown: self.breakdown,
             bandwidth: None,
-        }
+        };
+        Ok((opts, threads_or_default(&self.threads, class_threads)))
     }
+}
 
-    /// The thread counts to bench (default: the physical cores).
-    pub fn threads(&self) -> Vec<u32> {
-        if self.threads.is_empty() {
-            vec![pocket_bench::default_threads()]
-        } else {
-            self.threads.clone()
-        }
+/// `-t`'s list, else a --cpu-class's CPU count, else the physical cores.
+pub fn threads_or_default(given: &[u32], class_threads: Option<usize>) -> Vec<u32> {
+    if !given.is_empty() {
+        return given.to_vec();
     }
+    let t = class_threads.map_or_else(pocket_bench::default_threads, |t| t as u32);
+    vec![t.max(1)]
 }
 
 pub fn run(args: BenchArgs) -> CliResult {
     let format = args.output;
     let tests = args.tests.tests(&args.pg)?;
-    let opts = args.options();
+    let (opts, threads) = args.options()?;
     if let Some(p) = &args.profile {
         crate::profiling::kind_of(p)?;
         if args.model.len() > 1 {
             return Err(CliError::ProfileOneModel.into());
         }
     }
-    let threads = args.threads();
     for m in &args.model {
         if !m.is_file() {
             return Err(crate::Error::ModelNotFound(m.clone()));
         }
+    }
+    if format == Format::Md {
+        eprintln!("cores: {}", pocket_model::CoreClasses::detect());
     }
     let mut rows = Vec::new();
     for m in &args.model {

@@ -76,7 +76,7 @@ pub fn run(a: ChatArgs) -> CliResult {
     let model = a.engine.load_model()?;
     let tok = &model.tokenizer;
     let tmpl = ChatTemplate::from_gguf(model.gguf(), tok, a.chat_template.as_deref())?;
-    let mut s = Session::try_new(&model, a.engine.session_options(a.engine.ctx_size))?;
+    let mut s = Session::try_new(&model, a.engine.session_options(a.engine.ctx_size)?)?;
     let draft = match a.decode.spec.draft_path()? {
         Some(p) => Some(Model::load_with(p, a.engine.load_options())?),
         None => None,
@@ -84,7 +84,7 @@ pub fn run(a: ChatArgs) -> CliResult {
     let mut spec = a.decode.spec.speculator(
         &model,
         draft.as_ref(),
-        a.engine.session_options(a.engine.ctx_size),
+        a.engine.session_options(a.engine.ctx_size)?,
     )?;
     let load_ms = ms_since(t0);
     let n_ctx = s.n_ctx();

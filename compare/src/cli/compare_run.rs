@@ -11,7 +11,6 @@ use super::CliResult;
 use crate::comparator::{self, Plan};
 use crate::engine::{EngineKind, Pocket, Reference};
 use crate::llama_bench::{cache_dir, LlamaTools, ToolError};
-use crate::pocket_bench::default_threads;
 use crate::receipt::{PlacementRecord, Receipt};
 use crate::{parity, report};
 
@@ -75,12 +74,8 @@ fn default_models(pocket: &Pocket) -> crate::Result<Vec<PathBuf>> {
 
 pub fn run(args: &CompareArgs) -> CliResult {
     let tests = args.tests.tests(&[])?;
-    let threads = if args.threads.is_empty() {
-        vec![default_threads()]
-    } else {
-        args.threads.clone()
-    };
-    let placement = args.placement.placement();
+    let (placement, class_threads) = args.placement.resolve()?;
+    let threads = super::bench_cmd::threads_or_default(&args.threads, class_threads);
     // The engines first: their absence is the most likely failure, and says how to fix it.
     let kinds = if args.engines.is_empty() {
         EngineKind::provisioned()

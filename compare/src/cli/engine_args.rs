@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use pocket_model::{KvType, LoadOptions, Numerics, Placement, SessionOptions};
+use pocket_model::{
+    CoreClasses, CpuClass, KvType, LoadOptions, Numerics, Placement, SessionOptions,
+};
 
 use super::CliError;
 use crate::engine::Test;
@@ -52,20 +54,23 @@ impl ModelArgs {
         }
     }
 
-    /// Session options for `n_ctx` tokens (usually `ctx_size`), pinned threads.
-    pub fn session_options(&self, n_ctx: usize) -> SessionOptions {
+    /// Session options for `n_ctx` tokens (usually `ctx_size`), pinned threads; without
+    /// -t, a `--cpu-class`'s CPU count or all cores. Fails when `--cpu-class` and
+    /// `--cpu-mask` share no CPU.
+    pub fn session_options(&self, n_ctx: usize) -> Result<SessionOptions, CliError> {
+        let (placement, class_threads) = self.placement.resolve()?;
         let mut o = SessionOptions {
             n_ctx,
             pin: true,
             type_k: self.cache.type_k.into(),
             type_v: self.cache.type_v.into(),
-            placement: self.placement.placement(),
+            placement,
             ..Default::default()
         };
-        if let Some(t) = self.threads {
+        if let Some(t) = self.threads.or(class_threads) {
             o.n_threads = t.max(1);
         }
-        o
+        Ok(o)
     }
 }
 
@@ -194,16 +199,67 @@ pub struct PlacementArgs {
     #[arg(long = "poll", value_name = "0..100", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(0..=100))]
     pub poll: u32,
+    /// Core classes the pool may use where cores differ (detected from Linux's
+    /// cpu_capacity or max frequency, macOS's performance levels): `prime` the fastest
+    /// class only, `big` every class but the slowest (no efficiency cores), `all` every
+    /// CPU. A class is a CPU mask (intersected with --cpu-mask) and the default -t is its
+    /// CPU count; macOS numbers no CPUs, so there it sets -t only. One class: every CPU.
+    #[arg(
+        long = "cpu-class",
+        value_name = "prime|big|all",
+        default_value = "all"
+    )]
+    pub cpu_class: CpuClassArg,
+}
+
+/// `--cpu-class`.
+#[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuClassArg {
+    Prime,
+    Big,
+    #[default]
+    All,
+}
+
+impl From<CpuClassArg> for CpuClass {
+    fn from(c: CpuClassArg) -> CpuClass {
+        match c {
+            CpuClassArg::Prime => CpuClass::Prime,
+            CpuClassArg::Big => CpuClass::Big,
+            CpuClassArg::All => CpuClass::All,
+        }
+    }
 }
 
 impl PlacementArgs {
-    /// The engine's placement (mask 0: the process's CPUs).
-    pub fn placement(&self) -> Placement {
-        Placement {
-            cpu_mask: self.cpu_mask.unwrap_or_default().bits(),
+    /// The engine's placement (mask 0: the process's CPUs), on this machine's classes.
+    pub fn placement(&self) -> Result<Placement, CliError> {
+        Ok(self.resolve()?.0)
+    }
+
+    /// The placement, and the thread count of `--cpu-class` (`None`: the usual default).
+    pub fn resolve(&self) -> Result<(Placement, Option<usize>), CliError> {
+        self.resolve_on(CoreClasses::detect())
+    }
+
+    /// [`PlacementArgs::resolve`] on `classes`; a note (the class is every CPU) is
+    /// printed once per process.
+    pub fn resolve_on(
+        &self,
+        classes: &CoreClasses,
+    ) -> Result<(Placement, Option<usize>), CliError> {
+        let mask = self.cpu_mask.unwrap_or_default().bits();
+        let choice = classes.choose(self.cpu_class.into(), mask)?;
+        if let Some(note) = &choice.note {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("{note}"));
+        }
+        let placement = Placement {
+            cpu_mask: choice.mask,
             strict: self.cpu_strict,
             poll: self.poll,
-        }
+        };
+        Ok((placement, choice.threads))
     }
 }
 
@@ -308,6 +364,48 @@ mod tests {
         pg: Vec<Test>,
     }
 
+    /// `--cpu-class` on a 1+5+2 phone (cpu7 prime, cpu2-6 mid, cpu0-1 little): a mask and
+    /// a thread count, intersected with --cpu-mask, refused when they share no CPU.
+    #[test]
+    fn cpu_class_is_a_mask_and_a_thread_count() {
+        use pocket_model::threadpool::core_class::{ClassSource, CoreClass};
+        let class = |capacity, cpus: &[usize]| CoreClass {
+            capacity,
+            count: cpus.len(),
+            cpus: cpus.to_vec(),
+        };
+        let phone = CoreClasses {
+            source: ClassSource::Capacity,
+            classes: vec![
+                class(1024, &[7]),
+                class(887, &[2, 3, 4, 5, 6]),
+                class(291, &[0, 1]),
+            ],
+        };
+        let on_phone = |argv: &[&str]| {
+            let t = T::try_parse_from(argv).unwrap();
+            t.placement
+                .resolve_on(&phone)
+                .map(|(p, threads)| (p.cpu_mask, threads))
+        };
+        assert_eq!(
+            on_phone(&["t", "--cpu-class", "big"]).unwrap(),
+            (0xfc, Some(6))
+        );
+        assert_eq!(
+            on_phone(&["t", "--cpu-class", "prime"]).unwrap(),
+            (0x80, Some(1))
+        );
+        assert_eq!(on_phone(&["t"]).unwrap(), (0, None));
+        assert_eq!(
+            on_phone(&["t", "-C", "0xf0", "--cpu-class", "big"]).unwrap(),
+            (0xf0, Some(4))
+        );
+        let e = on_phone(&["t", "-C", "0x3", "--cpu-class", "big"]).unwrap_err();
+        assert!(e.to_string().contains("share no CPU"), "{e}");
+        assert!(T::try_parse_from(["t", "--cpu-class", "little"]).is_err());
+    }
+
     #[test]
     fn lists_placement_and_pg_parse_into_types() {
         let t = T::try_parse_from(["t", "-p", "512,128", "-n", "0", "--pg", "4,2", "-C", "0x3"])
@@ -315,8 +413,8 @@ mod tests {
         assert_eq!(t.lists.n_prompt, [512, 128]);
         let want = [Test::pp(512), Test::pp(128), Test::pg(4, 2)];
         assert_eq!(t.lists.tests(&t.pg).unwrap(), want);
-        assert_eq!(t.placement.placement().cpu_mask, 3);
-        assert_eq!(t.placement.placement().poll, 50);
+        assert_eq!(t.placement.placement().unwrap().cpu_mask, 3);
+        assert_eq!(t.placement.placement().unwrap().poll, 50);
         assert!(!t.placement.cpu_strict);
         for bad in [
             &["t", "-p", "1,,2"][..],
@@ -331,7 +429,7 @@ mod tests {
             assert!(T::try_parse_from(bad).is_err(), "{bad:?}");
         }
         let strict = T::try_parse_from(["t", "--cpu-strict", "1", "--poll", "0"]).unwrap();
-        assert!(strict.placement.placement().strict && strict.placement.poll == 0);
+        assert!(strict.placement.placement().unwrap().strict && strict.placement.poll == 0);
         // Depths repeat every test, depth by depth (llama-bench's order).
         let deep = T::try_parse_from(["t", "-p", "8", "-n", "4", "-d", "0,64"]).unwrap();
         let names: Vec<String> = deep

@@ -134,6 +134,8 @@ pub enum CliError {
         source: pocket_model::gguf::GgufError,
     },
     #[error(transparent)]
+    CpuClass(#[from] pocket_model::ClassError),
+    #[error(transparent)]
     Truncate(#[from] pocket_model::synth::truncate::TruncateError),
     #[error("cannot {action} {}: {source}", path.display())]
     File {

@@ -84,7 +84,7 @@ pub fn run(a: PerplexityArgs) -> CliResult {
         None => None,
     };
     let t1 = Instant::now();
-    let o = a.engine.session_options(a.engine.ctx_size);
+    let o = a.engine.session_options(a.engine.ctx_size)?;
     let r = perplexity_base(&model, &text, o, a.chunks, base, |i, p| {
         eprint!("[{i}]{p:.4},");
     })?;
@@ -119,7 +119,7 @@ fn run_hellaswag(a: &PerplexityArgs, model: &Model) -> CliResult {
     let tasks = select_tasks(all, a.hellaswag_tasks);
     eprintln!("hellaswag: selecting {} randomized tasks", tasks.len());
     let t1 = Instant::now();
-    let o = a.engine.session_options(a.engine.ctx_size);
+    let o = a.engine.session_options(a.engine.ctx_size)?;
     println!("\ntask\tacc_norm\t95% confidence interval");
     let mut n = 0;
     hellaswag(model, &tasks, o, |t| {
@@ -157,7 +157,7 @@ fn run_kld(a: &PerplexityArgs, model: &Model) -> CliResult {
         base.n_chunk, base.n_ctx
     );
     let t1 = Instant::now();
-    let o = a.engine.session_options(base.n_ctx);
+    let o = a.engine.session_options(base.n_ctx)?;
     println!("{}", KldSummary::TABLE_HEADER);
     let stats = kl_divergence(model, &mut base, o, |i, st| {
         println!("{}", st.summary().chunk_line(i));

@@ -58,11 +58,11 @@ pub fn run(a: RunArgs) -> CliResult {
         }
         .into());
     }
-    let mut s = Session::try_new(&model, a.engine.session_options(n_ctx))?;
+    let mut s = Session::try_new(&model, a.engine.session_options(n_ctx)?)?;
     let mut spec =
         a.decode
             .spec
-            .speculator(&model, draft.as_ref(), a.engine.session_options(n_ctx))?;
+            .speculator(&model, draft.as_ref(), a.engine.session_options(n_ctx)?)?;
     if let Some(top) = a.n_probs.filter(|&k| k > 0) {
         if spec.is_some() {
             return Err(CliError::NProbsWithSpeculation.into());

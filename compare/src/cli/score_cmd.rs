@@ -55,7 +55,7 @@ pub fn run(a: ScoreArgs) -> CliResult {
         };
         return Err(e.into());
     }
-    let base = a.engine.session_options(input.n_ctx());
+    let base = a.engine.session_options(input.n_ctx())?;
     let t1 = Instant::now();
     let scores = if a.separately {
         score_separately(&model, &base, &input)?

@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// Requests that may wait for a slot; past them the server answers 503.
     #[arg(long, default_value_t = 64)]
     pub queue_size: usize,
+    /// Thread placement (`-C/--cpu-mask`, `--cpu-strict`, `--poll` as llama-server's, and
+    /// `--cpu-class`; see `pocket bench --help`).
+    #[command(flatten)]
+    pub placement: crate::cli::engine_args::PlacementArgs,
     /// LoRA adapters (`--lora`, `--lora-scaled`, `--lora-merge`; serve/lora.rs).
     #[command(flatten)]
     pub lora: crate::cli::engine_args::LoraArgs,
@@ -109,16 +113,19 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// A session as the flags set it up (cache types, threads); `pin`: its threads pinned
-    /// to cores.
+    /// A session as the flags set it up (cache types, threads, placement); `pin`: its
+    /// threads pinned to cores.
     pub fn session_options(&self, pin: bool) -> SessionOptions {
+        // `parse` refused a placement that does not resolve, so this one does.
+        let (placement, class_threads) = self.placement.resolve().unwrap_or_default();
         let mut o = SessionOptions {
             pin,
             type_k: self.type_k,
             type_v: self.type_v,
+            placement,
             ..Default::default()
         };
-        if let Some(t) = self.threads {
+        if let Some(t) = self.threads.or(class_threads) {
             o.n_threads = t.max(1);
         }
         o
@@ -292,6 +299,9 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, ArgsError> {
         }
     }
     let args = ServeArgs::try_parse_from(argv)?;
+    if let Err(e) = args.placement.resolve() {
+        return Err(ArgsError::Invalid(e.to_string()));
+    }
     if args.parallel == 0 || args.batch_size == 0 {
         return Err(ArgsError::Invalid(
             "--parallel and --batch-size must be at least 1".into(),

@@ -56,6 +56,25 @@ impl Share {
     }
 }
 
+/// Thread `i`'s static share of `0..len` when thread `t` runs on a core of capacity
+/// `weights[t]`: contiguous, in thread order, covering every item; with at least one item
+/// per thread, one each and the rest in proportion to the weights (each share within one
+/// item of its exact part), so a little core starts with fewer panels than a big one.
+/// Fewer items than threads: the equal split (some shares empty).
+pub(super) fn weighted_split(len: usize, weights: &[u64], i: usize) -> Range<usize> {
+    let n = weights.len();
+    let total: u128 = weights.iter().map(|&w| w as u128).sum();
+    if len < n || total == 0 {
+        return len * i / n..len * (i + 1) / n;
+    }
+    let rest = (len - n) as u128;
+    let before: u128 = weights[..i].iter().map(|&w| w as u128).sum();
+    let upto = before + weights[i] as u128;
+    let start = i + (rest * before / total) as usize;
+    let end = i + 1 + (rest * upto / total) as usize;
+    start..end
+}
+
 /// Thread `me` of `shares.len()`: every item it claims, its own share first, then the
 /// others' from the back, nearest thread first.
 pub(super) fn claim_all(shares: &[Share], me: usize, mut f: impl FnMut(usize)) {
@@ -96,6 +115,44 @@ mod tests {
         claim_all(&s, 0, |i| mine.push(i));
         assert_eq!(mine, [1, 2, 3, 8, 7, 6, 5]);
         assert_eq!(s[1].take_front(), None);
+    }
+
+    /// Weighted shares tile `0..len` in order, give each thread at least one item when
+    /// there are enough, and are each within one item of `1 + (len - n) * w / total`.
+    #[test]
+    fn weighted_shares_cover_all_items_in_proportion() {
+        let snapdragon = [1024, 887, 887, 887, 887, 887, 291, 291];
+        for weights in [
+            &[1024u64, 291][..],
+            &[3, 1],
+            &snapdragon,
+            &[5, 5, 5],
+            &[1, 0, 1],
+        ] {
+            let n = weights.len();
+            let total: u64 = weights.iter().sum();
+            for len in [0, 1, n - 1, n, n + 1, 17, 64, 1000, 1001] {
+                let shares: Vec<Range<usize>> =
+                    (0..n).map(|i| weighted_split(len, weights, i)).collect();
+                assert_eq!(shares[0].start, 0);
+                assert_eq!(shares[n - 1].end, len, "{weights:?} {len}");
+                for w in shares.windows(2) {
+                    assert_eq!(w[0].end, w[1].start, "{weights:?} {len}: {shares:?}");
+                }
+                if len < n {
+                    continue;
+                }
+                for (s, &w) in shares.iter().zip(weights) {
+                    let exact = 1.0 + (len - n) as f64 * w as f64 / total as f64;
+                    assert!(!s.is_empty() && (s.len() as f64 - exact).abs() < 1.0 + 1e-9);
+                }
+            }
+        }
+        // 1000 items over a big core of 1024 and a little one of 291: 778 and 222.
+        assert_eq!(weighted_split(1000, &[1024, 291], 0), 0..778);
+        assert_eq!(weighted_split(1000, &[1024, 291], 1), 778..1000);
+        // Equal weights: the equal split.
+        assert_eq!(weighted_split(10, &[7, 7], 0), 0..5);
     }
 
     /// Threads racing over the same shares claim every item exactly once.

@@ -23,11 +23,18 @@
 //!   64 t/s with a static split).
 //! - [`ThreadPool::broadcast`]: `f(i)` on every thread `i` itself (placement, per-thread
 //!   set-up); waits for all.
+//!
+//! Heterogeneous cores ([`core_class`]): when the threads are pinned to cores of different
+//! classes, each thread's static share ([`ThreadPool::share`]) is in proportion to its
+//! core's capacity, so a little core starts with fewer items than a big one; claiming
+//! still evens out whatever the weights misjudge.
 
 mod claims;
+pub mod core_class;
 mod disjoint;
 mod placement;
 
+pub use core_class::{ClassError, CoreClasses, CpuClass};
 pub use disjoint::Disjoint;
 pub use placement::{process_cores, MaskError, Placement};
 
@@ -82,6 +89,9 @@ pub struct ThreadPool {
     workers: Vec<JoinHandle<()>>,
     n: usize,
     contention: Contention,
+    /// Thread `i`'s core capacity when the threads are pinned to cores of different
+    /// classes; `None`: equal shares.
+    weights: Option<Vec<u64>>,
 }
 
 /// When a core is shared (the app's own work, a little core, another process), a spinning
@@ -124,7 +134,28 @@ impl ThreadPool {
     /// With a mask, non-strict: every thread may run on any CPU of the mask (Linux only;
     /// ignored elsewhere). Strict: thread `i` on CPU `i mod k` of the mask's `k` CPUs (the
     /// process's CPUs when no mask), as far as the OS allows (macOS takes no hard pinning).
+    /// Threads pinned to cores of different classes get static shares in proportion to
+    /// their capacities ([`ThreadPool::share`]).
     pub fn with_placement(n: usize, pin: bool, p: Placement) -> ThreadPool {
+        let classes = CoreClasses::detect();
+        let placer = placement::placer(n.max(1), pin, p, classes);
+        let weights = placer.cpus.as_ref().and_then(|cpus| {
+            let w: Vec<u64> = cpus
+                .iter()
+                .map(|&c| classes.capacity_of(c))
+                .collect::<Option<_>>()?;
+            w.iter().any(|&x| x != w[0]).then_some(w)
+        });
+        ThreadPool::with_weights(n, placer, p, weights)
+    }
+
+    /// A pool of `n` threads placed by `placer`, with these static-share weights.
+    fn with_weights(
+        n: usize,
+        placer: placement::Placer,
+        p: Placement,
+        weights: Option<Vec<u64>>,
+    ) -> ThreadPool {
         let n = n.max(1);
         assert!((n as u64) < INSIDE, "pool of {n} threads");
         let shared = Arc::new(Shared {
@@ -142,7 +173,7 @@ impl ThreadPool {
             #[cfg(test)]
             stall_us: AtomicU64::new(0),
         });
-        let place = Arc::new(placement::placer(n, pin, p));
+        let place: Arc<dyn Fn(usize) + Send + Sync> = Arc::from(placer.place);
         if n > 1 || p.cpu_mask != 0 || p.strict {
             place(0);
         }
@@ -170,6 +201,7 @@ impl ThreadPool {
             workers,
             n,
             contention,
+            weights: weights.filter(|w| w.len() == n),
         }
     }
 
@@ -178,7 +210,7 @@ impl ThreadPool {
     }
 
     /// Runs `f(thread, item)` once for every item of `0..n_items`, spread over the threads
-    /// as [`claims`] describes (thread `i` starts on the items of `split(n_items, n, i)`),
+    /// as [`claims`] describes (thread `i` starts on the items of `share(n_items, i)`),
     /// the caller taking part; returns when every item is done. `thread` is the index of
     /// the thread running the item (for per-thread scratch). Panics (after all are done)
     /// if any item panicked.
@@ -189,7 +221,7 @@ impl ThreadPool {
         }
         let s = &*self.shared;
         for (i, share) in s.shares.iter().enumerate() {
-            share.set(Self::split(n_items, self.n, i));
+            share.set(self.share(n_items, i));
         }
         let mine = AtomicUsize::new(0); // items the caller ran (a stall is relative to one)
         let body = |me: usize| {
@@ -283,7 +315,18 @@ impl ThreadPool {
         self.contention.parked_for.load(Ordering::Relaxed) > 0
     }
 
-    /// `n` near-equal contiguous ranges covering `0..len` (share `i` of thread `i`).
+    /// Thread `i`'s static share of `n_items` items (where it starts, and the items it
+    /// keeps from step to step): [`ThreadPool::split`] when its cores are alike, else in
+    /// proportion to their capacities with at least one item each when there are enough
+    /// (`claims::weighted_split`). The shares tile `0..n_items` in thread order.
+    pub fn share(&self, n_items: usize, i: usize) -> std::ops::Range<usize> {
+        match &self.weights {
+            Some(w) => claims::weighted_split(n_items, w, i),
+            None => Self::split(n_items, self.n, i),
+        }
+    }
+
+    /// `n` near-equal contiguous ranges covering `0..len`.
     pub fn split(len: usize, n: usize, i: usize) -> std::ops::Range<usize> {
         len * i / n..len * (i + 1) / n
     }

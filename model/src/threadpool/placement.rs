@@ -1,6 +1,7 @@
 //! Where the pool's threads run: llama.cpp's `--cpu-mask`, `--cpu-strict` and `--poll`,
 //! and the process's cores as they were before any pool pinned a thread.
 
+use super::core_class::CoreClasses;
 use super::SPIN;
 
 /// Where the pool's threads run and how idle workers wait: llama.cpp's `--cpu-mask`,
@@ -87,34 +88,54 @@ fn set_mask_for_current(mask: u128) {
     let _ = mask;
 }
 
-/// What thread `i` of an `n`-thread pool does to place itself: pin to one core, take the
-/// whole mask, or nothing. Without a mask or strict placement, `pin` puts thread `i` on core
-/// `i` when there are at least `n` cores.
-pub(super) fn placer(n: usize, pin: bool, p: Placement) -> Box<dyn Fn(usize) + Send + Sync> {
+/// How the threads of a pool place themselves.
+pub(super) struct Placer {
+    /// What thread `i` does to place itself.
+    pub place: Box<dyn Fn(usize) + Send + Sync>,
+    /// The one CPU thread `i` is pinned to, for every thread; `None` when they float.
+    pub cpus: Option<Vec<usize>>,
+}
+
+/// How thread `i` of an `n`-thread pool places itself: pinned to one core, given the whole
+/// mask, or nothing. Without a mask or strict placement, `pin` puts thread `i` on the
+/// `i`-th core, fastest core class first ([`CoreClasses::fastest_first`]: the caller, which
+/// also runs the serial parts, on a big core), when there are at least `n` cores.
+pub(super) fn placer(n: usize, pin: bool, p: Placement, classes: &CoreClasses) -> Placer {
     let _ = process_cores(); // read before this pool pins the caller
     let masked = p.cpu_mask != 0;
-    let cores: Vec<core_affinity::CoreId> = if masked {
+    let mut ids: Vec<usize> = if masked {
         p.cpus()
-            .into_iter()
-            .map(|id| core_affinity::CoreId { id })
-            .collect()
     } else if pin || p.strict {
-        process_cores().to_vec()
+        process_cores().iter().map(|c| c.id).collect()
     } else {
         Vec::new()
     };
-    if p.strict && !cores.is_empty() {
-        Box::new(move |i| {
-            core_affinity::set_for_current(cores[i % cores.len()]);
-        })
+    let pinned = |ids: Vec<usize>| {
+        let cores: Vec<core_affinity::CoreId> =
+            ids.iter().map(|&id| core_affinity::CoreId { id }).collect();
+        Placer {
+            place: Box::new(move |i| {
+                core_affinity::set_for_current(cores[i % cores.len()]);
+            }),
+            cpus: Some(ids),
+        }
+    };
+    if p.strict && !ids.is_empty() {
+        pinned((0..n).map(|i| ids[i % ids.len()]).collect())
     } else if masked {
         let mask = p.cpu_mask;
-        Box::new(move |_| set_mask_for_current(mask))
-    } else if pin && n > 1 && cores.len() >= n {
-        Box::new(move |i| {
-            core_affinity::set_for_current(cores[i]);
-        })
+        Placer {
+            place: Box::new(move |_| set_mask_for_current(mask)),
+            cpus: None,
+        }
+    } else if pin && n > 1 && ids.len() >= n {
+        classes.fastest_first(&mut ids);
+        ids.truncate(n);
+        pinned(ids)
     } else {
-        Box::new(|_| {})
+        Placer {
+            place: Box::new(|_| {}),
+            cpus: None,
+        }
     }
 }

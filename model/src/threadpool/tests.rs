@@ -231,3 +231,48 @@ fn a_panicking_item_panics_the_caller_after_all_are_done() {
     pool.run_items(10, |me, i| t.hit(me, i));
     assert!(t.each_item().iter().all(|&h| h == 1));
 }
+
+/// A 3-thread pool whose threads sit on cores of capacities 1024, 887 and 291.
+fn weighted_pool() -> ThreadPool {
+    let p = Placement::default();
+    let placer = placement::placer(3, false, p, CoreClasses::detect());
+    ThreadPool::with_weights(3, placer, p, Some(vec![1024, 887, 291]))
+}
+
+/// Static shares follow the weights: one item each, the other 997 of 1000 split
+/// 1024 : 887 : 291 (463.6, 401.3, 131.8 rounded down at the boundaries).
+#[test]
+fn weighted_pool_shares_follow_capacity() {
+    let pool = weighted_pool();
+    let shares: Vec<_> = (0..3).map(|i| pool.share(1000, i)).collect();
+    assert_eq!(shares, [0..464, 464..867, 867..1000]);
+    // Fewer items than threads: the equal split, as unweighted.
+    assert_eq!((0..3).map(|i| pool.share(2, i).len()).sum::<usize>(), 2);
+    // Equal cores: no weights, the equal split.
+    let even = ThreadPool::new(3, false);
+    assert_eq!(even.share(1000, 1), ThreadPool::split(1000, 3, 1));
+}
+
+/// Weighted shares change who starts where, never what an item computes: every item
+/// once, and the same bits as one thread.
+#[test]
+fn weighted_pool_runs_every_item_once_with_the_same_bits() {
+    let pool = weighted_pool();
+    let value = |i: usize| (0..200).map(|k| ((i * 31 + k) as f32).sin()).sum::<f32>();
+    let want: Vec<f32> = (0..301).map(value).collect();
+    for _ in 0..50 {
+        for n_items in [0, 1, 2, 3, 5, 64, 301] {
+            let t = Tally::new(n_items, 3);
+            pool.run_items(n_items, |me, i| t.hit(me, i));
+            assert!(t.each_item().iter().all(|&h| h == 1), "{n_items}");
+        }
+        let mut got = vec![0f32; 301];
+        let pieces = Disjoint::split(&mut got, std::iter::repeat_n(1, 301));
+        pool.run_items(301, |_, i| pieces.piece(i)[0] = value(i));
+        drop(pieces);
+        assert!(got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+}
