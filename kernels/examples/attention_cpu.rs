@@ -21,11 +21,8 @@ const HEAD_DIM: usize = 64;
 const HEADS: usize = 7;
 const N_KV: usize = 2;
 
-/// Nanoseconds this thread has run on a CPU.
-fn cpu_ns() -> u64 {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
-    s.split_whitespace().next().unwrap().parse().unwrap()
-}
+#[path = "common/cpu_time.rs"]
+mod cpu_time;
 
 fn main() {
     let keys: usize = std::env::args()
@@ -65,14 +62,9 @@ fn main() {
         let visible: usize = (0..bt).map(|i| pos0 + i + 1).sum();
         let flops = 4.0 * (HEADS * HEAD_DIM * visible) as f64;
         let inner = ((2e9 / flops) as usize).max(1);
-        let mut best = f64::MAX;
-        for _ in 0..REPS {
-            let t0 = cpu_ns();
-            for _ in 0..inner {
-                attend(&rows, &block, &mut out, &mut s, black_box(isa));
-            }
-            best = best.min((cpu_ns() - t0) as f64 / inner as f64);
-        }
+        let best = cpu_time::best_ns(REPS, inner, || {
+            attend(&rows, &block, &mut out, &mut s, black_box(isa))
+        });
         black_box(&out);
         println!(
             "attention/{name:<10} keys {keys:<6} {isa:<11} {:9.1} us {:7.1} GFLOP/s",

@@ -26,11 +26,8 @@ const SHAPES: [(usize, usize); 4] = [(2560, 896), (896, 2560), (1152, 896), (896
 /// The benchmarks' formats but these (Q5_K and F16 are not A/B targets here).
 const SKIPPED: [&str; 2] = ["q5_k", "f16"];
 
-/// Nanoseconds this thread has run on a CPU.
-fn cpu_ns() -> u64 {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
-    s.split_whitespace().next().unwrap().parse().unwrap()
-}
+#[path = "common/cpu_time.rs"]
+mod cpu_time;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -54,14 +51,9 @@ fn main() {
             // Enough inner passes for ~50 ms per rep.
             let ops = 2.0 * (rows * cols * tokens) as f64;
             let inner = ((5e9 / ops) as usize).max(1);
-            let mut best = f64::MAX;
-            for _ in 0..REPS {
-                let t0 = cpu_ns();
-                for _ in 0..inner {
-                    gemm(&w, &act, &mut out, rows, 0..w.panels(), black_box(isa));
-                }
-                best = best.min((cpu_ns() - t0) as f64 / inner as f64);
-            }
+            let best = cpu_time::best_ns(REPS, inner, || {
+                gemm(&w, &act, &mut out, rows, 0..w.panels(), black_box(isa))
+            });
             black_box(&out);
             println!(
                 "{case:<24} x{tokens:<4} {:7.1} GOP/s {:7.2} GB/s",

@@ -35,62 +35,35 @@ pub trait KvRows {
     }
 }
 
-/// How a level fills the attention tiles from f16 rows. Every fill is an exact f16 -> f32
-/// conversion, so each gives the same bits.
+/// One tile's rows: keys / values `pos..pos + kn` (`kn <= 16`), elements `off..` of each.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tile {
+    pub pos: usize,
+    pub kn: usize,
+    pub off: usize,
+}
+
+/// How a level fills the attention tiles from f16 rows (by default a row at a time through
+/// [`KvRows`]). Every fill is an exact f16 -> f32 conversion, so each gives the same bits.
 pub(crate) trait FillTiles: Copy {
     /// `kt[d·16 + k]` = element `off + d` of key `pos + k` for `k < kn`, 0 for
     /// `kn <= k < 16` (`d < kt.len() / 16`, the head size); `row`: scratch.
-    fn keys(
-        self,
-        kv: &F16Rows,
-        pos: usize,
-        kn: usize,
-        off: usize,
-        kt: &mut [f32],
-        row: &mut Vec<f32>,
-    );
+    #[inline(always)]
+    fn keys(self, kv: &F16Rows, t: Tile, kt: &mut [f32], row: &mut Vec<f32>) {
+        tiled::keys_by_row(kv, t, kt, row)
+    }
     /// Row `k < kn` of `vt` (`head_dim` values) = elements `off..` of value `pos + k`.
-    fn values(
-        self,
-        kv: &F16Rows,
-        pos: usize,
-        kn: usize,
-        off: usize,
-        head_dim: usize,
-        vt: &mut [f32],
-    );
+    #[inline(always)]
+    fn values(self, kv: &F16Rows, t: Tile, head_dim: usize, vt: &mut [f32]) {
+        tiled::values_by_row(kv, t, head_dim, vt)
+    }
 }
 
-/// The fill of any level: a row at a time through [`KvRows`].
+/// The fill of any level: the default, a row at a time.
 #[derive(Clone, Copy)]
 pub(crate) struct ByRow;
 
-impl FillTiles for ByRow {
-    #[inline(always)]
-    fn keys(
-        self,
-        kv: &F16Rows,
-        pos: usize,
-        kn: usize,
-        off: usize,
-        kt: &mut [f32],
-        row: &mut Vec<f32>,
-    ) {
-        tiled::keys_by_row(kv, pos, kn, off, kt, row);
-    }
-    #[inline(always)]
-    fn values(
-        self,
-        kv: &F16Rows,
-        pos: usize,
-        kn: usize,
-        off: usize,
-        head_dim: usize,
-        vt: &mut [f32],
-    ) {
-        tiled::values_by_row(kv, pos, kn, off, head_dim, vt);
-    }
-}
+impl FillTiles for ByRow {}
 
 /// f16 keys and values, the row of position `pos` at element `pos·stride` of each.
 #[derive(Clone, Copy)]

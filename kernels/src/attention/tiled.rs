@@ -3,7 +3,7 @@
 //! f32 arithmetic (no fused multiply-adds), so compiling it with more target features
 //! (`arch::x86::attention`) vectorizes it without changing a bit.
 
-use super::{AttnScratch, FillTiles, KvRows, QueryBlock};
+use super::{AttnScratch, FillTiles, KvRows, QueryBlock, Tile};
 use crate::Isa;
 
 /// [`super::attend`] without the dispatch (shapes checked there); softmax on `isa`, f16
@@ -47,9 +47,14 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
     let f16 = kv.f16();
     for j0 in (0..n).step_by(16) {
         let kn = 16.min(n - j0);
+        let t = Tile {
+            pos: lo + j0,
+            kn,
+            off,
+        };
         match &f16 {
-            Some(rows) => fill.keys(rows, lo + j0, kn, off, &mut s.kt, &mut s.row),
-            None => keys_by_row(kv, lo + j0, kn, off, &mut s.kt, &mut s.row),
+            Some(rows) => fill.keys(rows, t, &mut s.kt, &mut s.row),
+            None => keys_by_row(kv, t, &mut s.kt, &mut s.row),
         }
         let seen = |r: usize| {
             let v = vis(r / heads);
@@ -79,9 +84,14 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
     s.vt.resize(16 * head_dim, 0.0);
     for j0 in (0..n).step_by(16) {
         let kn = 16.min(n - j0);
+        let t = Tile {
+            pos: lo + j0,
+            kn,
+            off,
+        };
         match &f16 {
-            Some(rows) => fill.values(rows, lo + j0, kn, off, head_dim, &mut s.vt),
-            None => values_by_row(kv, lo + j0, kn, off, head_dim, &mut s.vt),
+            Some(rows) => fill.values(rows, t, head_dim, &mut s.vt),
+            None => values_by_row(kv, t, head_dim, &mut s.vt),
         }
         for r in 0..rows {
             let (i, h) = (r / heads, r % heads);
@@ -100,18 +110,11 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
 
 /// [`super::FillTiles::keys`] a row at a time (`row`: scratch).
 #[inline(always)]
-pub(crate) fn keys_by_row<R: KvRows>(
-    kv: &R,
-    pos: usize,
-    kn: usize,
-    off: usize,
-    kt: &mut [f32],
-    row: &mut Vec<f32>,
-) {
+pub(crate) fn keys_by_row<R: KvRows>(kv: &R, t: Tile, kt: &mut [f32], row: &mut Vec<f32>) {
     row.resize(kt.len() / 16, 0.0);
     for k in 0..16 {
-        if k < kn {
-            kv.key(pos + k, off, row);
+        if k < t.kn {
+            kv.key(t.pos + k, t.off, row);
         } else {
             row.fill(0.0);
         }
@@ -123,16 +126,9 @@ pub(crate) fn keys_by_row<R: KvRows>(
 
 /// [`super::FillTiles::values`] a row at a time.
 #[inline(always)]
-pub(crate) fn values_by_row<R: KvRows>(
-    kv: &R,
-    pos: usize,
-    kn: usize,
-    off: usize,
-    head_dim: usize,
-    vt: &mut [f32],
-) {
-    for (k, row) in vt.chunks_exact_mut(head_dim).take(kn).enumerate() {
-        kv.value(pos + k, off, row);
+pub(crate) fn values_by_row<R: KvRows>(kv: &R, t: Tile, head_dim: usize, vt: &mut [f32]) {
+    for (k, row) in vt.chunks_exact_mut(head_dim).take(t.kn).enumerate() {
+        kv.value(t.pos + k, t.off, row);
     }
 }
 

@@ -4,7 +4,7 @@
 //! features bit for bit.
 
 use crate::attention::tiled::{keys_by_row, values_by_row};
-use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock};
+use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock, Tile};
 use crate::Isa;
 use std::arch::x86_64::*;
 
@@ -73,18 +73,10 @@ struct F16cFill(());
 
 impl FillTiles for F16cFill {
     #[inline(always)]
-    fn keys(
-        self,
-        kv: &F16Rows,
-        pos: usize,
-        kn: usize,
-        off: usize,
-        kt: &mut [f32],
-        row: &mut Vec<f32>,
-    ) {
-        let hd = kt.len() / 16;
+    fn keys(self, kv: &F16Rows, t: Tile, kt: &mut [f32], row: &mut Vec<f32>) {
+        let (hd, Tile { pos, kn, off }) = (kt.len() / 16, t);
         if !hd.is_multiple_of(8) || kn == 0 {
-            return keys_by_row(kv, pos, kn, off, kt, row);
+            return keys_by_row(kv, t, kt, row);
         }
         assert!(kn <= 16 && (pos + kn - 1) * kv.stride + off + hd <= kv.k.len());
         // SAFETY: the CPU has AVX and F16C (the type is made only in the roots); each load
@@ -111,9 +103,10 @@ impl FillTiles for F16cFill {
     }
 
     #[inline(always)]
-    fn values(self, kv: &F16Rows, pos: usize, kn: usize, off: usize, hd: usize, vt: &mut [f32]) {
+    fn values(self, kv: &F16Rows, t: Tile, hd: usize, vt: &mut [f32]) {
+        let Tile { pos, kn, off } = t;
         if !hd.is_multiple_of(8) || kn == 0 {
-            return values_by_row(kv, pos, kn, off, hd, vt);
+            return values_by_row(kv, t, hd, vt);
         }
         assert!(kn * hd <= vt.len() && (pos + kn - 1) * kv.stride + off + hd <= kv.v.len());
         // SAFETY: AVX and F16C as in `keys`; the loads of value k < kn at `off + d ..+ 8`
