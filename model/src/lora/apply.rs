@@ -125,7 +125,7 @@ pub fn add_product(
     s.mid.resize(tokens * rank, 0.0);
     // ggml's kernel for each product: a batch (2+ tokens) whose weight has a multiple of
     // 4 rows goes to llamafile's sgemm, anything else to `ggml_vec_dot_f32`.
-    let batched = |rows: usize| tokens >= 2 && rows % 4 == 0;
+    let batched = |rows: usize| tokens >= 2 && rows.is_multiple_of(4);
     let (a_batched, b_batched) = (batched(rank), batched(n_out));
     fill(pool, &mut s.mid, n_in, |i| {
         let (t, r) = (i / rank, i % rank);
