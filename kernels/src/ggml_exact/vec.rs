@@ -2,7 +2,7 @@
 //! the fp16 multiply-add and scale used by flash attention's V accumulator, and the SiLU
 //! built on ggml's own `expf` approximation (not libm's: the two differ in the last bits).
 
-use super::{f2h, h2f, reduce4x8};
+use super::{f2h, h2f, hsum8, reduce4x8};
 use half::f16;
 
 /// `ggml_vec_dot_f16`: four eight-lane accumulators over steps of 32, `GGML_F32x8_REDUCE`,
@@ -25,6 +25,49 @@ pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
         sumf += (h2f(x[k]) * h2f(y[k])) as f64;
     }
     sumf as f32
+}
+
+/// `ggml_vec_dot_f32` as b11434's x86-64-v3 build compiles it (`libggml-cpu`, GCC 12):
+/// four eight-lane fused multiply-add accumulators over steps of 32, `GGML_F32x8_REDUCE`
+/// into an f32 `sumf`, then the leftovers added to `sumf` in index order. GCC vectorizes
+/// that leftover loop: chunks of 8, then one of 4, take the product rounded (`vmulps`)
+/// and add it (`vaddss`); the last `len % 4` leftovers are fused (`vfmadd231ss`).
+pub fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    assert_eq!(x.len(), y.len(), "vec_dot_f32: lengths");
+    let n = x.len();
+    let np = n & !31;
+    let mut sum = [[0f32; 8]; 4];
+    for i in (0..np).step_by(32) {
+        for (j, s) in sum.iter_mut().enumerate() {
+            for (l, acc) in s.iter_mut().enumerate() {
+                let k = i + 8 * j + l;
+                *acc = x[k].mul_add(y[k], *acc);
+            }
+        }
+    }
+    let mut sumf = reduce4x8(&sum);
+    let fused_from = n - (n - np) % 4;
+    for k in np..fused_from {
+        sumf += x[k] * y[k];
+    }
+    for k in fused_from..n {
+        sumf = x[k].mul_add(y[k], sumf);
+    }
+    sumf
+}
+
+/// One output of llamafile's `tinyBLAS<8, __m256, __m256, float, float, float>` (sgemm.cpp,
+/// the f32 x f32 matmul of a batch on AVX2+FMA): one eight-lane accumulator, lane `l` the
+/// fused multiply-adds of the elements `l, l + 8, ...` in order (the tail is a zero-padded
+/// partial load, so the same), then `hsum` (high + low half, `movehl`, `movehdup`). Every
+/// output is summed alone, so the tiles and threads do not change it.
+pub fn sgemm_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    assert_eq!(x.len(), y.len(), "sgemm_dot_f32: lengths");
+    let mut acc = [0f32; 8];
+    for (k, (&a, &b)) in x.iter().zip(y).enumerate() {
+        acc[k % 8] = a.mul_add(b, acc[k % 8]);
+    }
+    hsum8(&acc)
 }
 
 /// `ggml_vec_mad_f16`: `y = fp16(y + x * v)`, one fused multiply-add per element (the

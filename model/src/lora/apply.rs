@@ -9,7 +9,8 @@
 
 use std::ops::Range;
 
-use super::{LoraPair, LoraSet, Proj};
+use super::{LoraMat, LoraPair, LoraSet, Proj};
+use pocket_kernels::ggml_exact::vec;
 use pocket_kernels::Isa;
 
 use crate::threadpool::{Disjoint, ThreadPool};
@@ -122,9 +123,13 @@ pub fn add_product(
     let tokens = x.len() / n_in;
     debug_assert_eq!(x.len(), tokens * n_in, "lora input width");
     s.mid.resize(tokens * rank, 0.0);
+    // ggml's kernel for each product: a batch (2+ tokens) whose weight has a multiple of
+    // 4 rows goes to llamafile's sgemm, anything else to `ggml_vec_dot_f32`.
+    let batched = |rows: usize| tokens >= 2 && rows.is_multiple_of(4);
+    let (a_batched, b_batched) = (batched(rank), batched(n_out));
     fill(pool, &mut s.mid, n_in, |i| {
         let (t, r) = (i / rank, i % rank);
-        pair.a.dot(isa, r * n_in, &x[t * n_in..][..n_in])
+        ggml_dot(isa, &pair.a, r * n_in, &x[t * n_in..][..n_in], a_batched)
     });
     let mid = &s.mid;
     let row = |t: usize| t * dest.stride + dest.offset;
@@ -139,11 +144,28 @@ pub fn add_product(
     s.delta.resize(tokens * n_out, 0.0);
     fill(pool, &mut s.delta, rank, |i| {
         let (t, o) = (i / n_out, i % n_out);
-        pair.b.dot(isa, o * rank, &mid[t * rank..][..rank])
+        ggml_dot(isa, &pair.b, o * rank, &mid[t * rank..][..rank], b_batched)
     });
     for (t, d) in s.delta.chunks_exact(n_out).enumerate() {
         let out = &mut dest.out[row(t)..][..n_out];
         out.iter_mut().zip(d).for_each(|(o, &d)| *o += scale * d);
+    }
+}
+
+/// `Σ m[start + i] · x[i]` as ggml's CPU backend sums an f32 adapter's product: one output
+/// of llamafile's sgemm (`batched`) or `ggml_vec_dot_f32` (the twins in
+/// `pocket_kernels::ggml_exact::vec`). bf16 elements (the fast path's) have no twin.
+fn ggml_dot(isa: Isa, m: &LoraMat, start: usize, x: &[f32], batched: bool) -> f32 {
+    match m {
+        LoraMat::F32(v) => {
+            let w = &v[start..start + x.len()];
+            if batched {
+                vec::sgemm_dot_f32(w, x)
+            } else {
+                vec::vec_dot_f32(w, x)
+            }
+        }
+        LoraMat::Bf16(_) => m.dot(isa, start, x),
     }
 }
 
