@@ -31,11 +31,13 @@ target=aarch64-unknown-linux-gnu
 target_dir="$root/target/aarch64"
 levels=${POCKET_AARCH64_LEVELS:-"max:i8mm cortex-a76:dotprod cortex-a72:neon"}
 types=${POCKET_PARITY_TYPES:-"q4_0 q4_1 q8_0 q4_k_m"}
-# Bounds. On these models (near-uniform next-token distributions), x86 pocket against x86
-# llama.cpp: mean KLD 1.4e-5, top 100 %; the same weights in Q8_0 scored against a Q4_0
-# base: 4.2e-3, 92.9 %; another seed: 0.10, 70.6 %.
-kld_max=${POCKET_PARITY_KLD_MAX:-0.0005}
-top_min=${POCKET_PARITY_TOP_MIN:-97}
+# Bounds. These models' next-token distributions are near uniform (PPL ~9,300 of 8,192
+# tokens), so near-ties make the top token fragile and the KLD is the sharp test. x86 pocket
+# against x86 llama.cpp (2026-12-03): mean KLD 1.0e-5 (Q8_0) to 2.9e-5 (Q4_K_M), top
+# 98.4-100 %; the same weights in Q8_0 scored against the Q4_0 base (a wrong weight type):
+# 4.2e-3, 92.9 %; another seed (the control below): 0.10, 70.6 %.
+kld_max=${POCKET_PARITY_KLD_MAX:-0.0003}
+top_min=${POCKET_PARITY_TOP_MIN:-95}
 
 # ---- toolchain ---------------------------------------------------------------------------
 pkgs=(rustc-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user cmake)
