@@ -63,7 +63,8 @@ qemu_prefix=()
 
 # ---- builds (cached) ---------------------------------------------------------------------
 t0=$(date +%s)
-nice -n 19 bash compare/provision-llama-aarch64.sh
+variants=$(for l in $levels; do printf '%s ' "${l##*:}"; done)
+POCKET_AARCH64_VARIANTS="$variants" nice -n 19 bash compare/provision-llama-aarch64.sh
 llama_s=$(($(date +%s) - t0))
 t0=$(date +%s)
 say "building pocket for $target (release, no debuginfo)"
