@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Cross-builds llama.cpp's llama-perplexity for aarch64 from the same b11434 sdist as the x86
+# builds (compare/provision-llama.sh), once per ARM level, into the pocket cache. Later runs
+# find the binaries and return. The ARM parity stage (kernels/tests/aarch64-parity.sh) runs
+# them under qemu-user next to pocket's own aarch64 build, one variant per qemu level:
+#
+#   llama.cpp-aarch64-i8mm     -march=armv8.6-a+dotprod+i8mm  qemu -cpu max
+#   llama.cpp-aarch64-dotprod  -march=armv8.2-a+dotprod       qemu -cpu cortex-a76
+#   llama.cpp-aarch64-neon     -march=armv8-a                 qemu -cpu cortex-a72
+#
+# GGML_NATIVE=OFF with GGML_CPU_ARM_ARCH (ggml/src/ggml-cpu/CMakeLists.txt appends it as
+# -march=): ggml-cpu compiles its ARM kernels (arch/arm/quants.c, repack.cpp) for exactly
+# that level, selected by __ARM_FEATURE_DOTPROD / __ARM_FEATURE_MATMUL_INT8 at compile time.
+# No SVE (qemu's max has it, but pocket has no SVE path to compare). Static binaries and no
+# OpenMP (ggml's own thread pool), so qemu needs no guest library prefix.
+#
+#   POCKET_CACHE            cache directory (default ~/.cache/pocket)
+#   LLAMA_JOBS              parallel build jobs (default: all cores)
+#   POCKET_AARCH64_VARIANTS subset of "i8mm dotprod neon"
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
+src="$CACHE/llama.cpp"
+version="b11434"
+say() { echo "[llama.cpp aarch64] $*" >&2; }
+
+march_of() {
+  case "$1" in
+    i8mm) echo "armv8.6-a+dotprod+i8mm" ;;
+    dotprod) echo "armv8.2-a+dotprod" ;;
+    neon) echo "armv8-a" ;;
+    *) say "unknown variant $1 (i8mm, dotprod, neon)"; exit 1 ;;
+  esac
+}
+
+[ -f "$src/CMakeLists.txt" ] || bash "$here/../tests/fixtures.sh"
+command -v cmake >/dev/null || { say "cmake not found"; exit 1; }
+cc=aarch64-linux-gnu-gcc
+cxx=aarch64-linux-gnu-g++
+for c in "$cc" "$cxx"; do
+  command -v "$c" >/dev/null || { say "$c not found (apt-get install g++-aarch64-linux-gnu)"; exit 1; }
+done
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+jobs="${LLAMA_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+
+for variant in ${POCKET_AARCH64_VARIANTS:-i8mm dotprod neon}; do
+  march="$(march_of "$variant")"
+  dir="$CACHE/llama.cpp-aarch64-$variant"
+  flavor="$version aarch64 -march=$march static"
+  if [ -x "$dir/bin/llama-perplexity" ] && [ "$(cat "$dir/FLAVOR" 2>/dev/null)" = "$flavor" ]; then
+    say "$variant: cached ($dir)"
+    continue
+  fi
+  rm -f "$dir/FLAVOR"
+  say "configuring $variant (-march=$march) in $dir"
+  cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
+    -DCMAKE_FIND_ROOT_PATH=/usr/aarch64-linux-gnu \
+    -DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER -DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY \
+    -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY \
+    -DCMAKE_EXE_LINKER_FLAGS=-static \
+    -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH="$march" -DGGML_OPENMP=OFF \
+    -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_LLAMAFILE=ON \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_APP=OFF \
+    -DBUILD_SHARED_LIBS=OFF >"$dir.configure.log" 2>&1 || { tail -30 "$dir.configure.log"; exit 1; }
+  say "building llama-perplexity ($variant) with $jobs jobs"
+  start=$(date +%s)
+  cmake --build "$dir" --config Release -j "$jobs" --target llama-perplexity >"$dir.build.log" 2>&1 \
+    || { tail -40 "$dir.build.log"; exit 1; }
+  say "$variant built in $(($(date +%s) - start)) s"
+  echo "$flavor" >"$dir/FLAVOR"
+done
+say "ok"
