@@ -5,22 +5,29 @@
 use super::{f2h, h2f, hsum8, reduce4x8};
 use half::f16;
 
+/// The SIMD body of ggml's dot products over elements `0..np` (a multiple of 32): four
+/// eight-lane accumulators, lane `l` of accumulator `j` fusing the products `xy(k)` of
+/// `k = i + 8j + l` for each step `i` of 32.
+fn steps_of_32(np: usize, xy: impl Fn(usize) -> (f32, f32)) -> [[f32; 8]; 4] {
+    let mut sum = [[0f32; 8]; 4];
+    for i in (0..np).step_by(32) {
+        for (j, s) in sum.iter_mut().enumerate() {
+            for (l, acc) in s.iter_mut().enumerate() {
+                let (a, b) = xy(i + 8 * j + l);
+                *acc = a.mul_add(b, *acc);
+            }
+        }
+    }
+    sum
+}
+
 /// `ggml_vec_dot_f16`: four eight-lane accumulators over steps of 32, `GGML_F32x8_REDUCE`,
 /// then the leftovers added in f64 (`ggml_float`), and the f64 sum rounded to f32.
 pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_f16: lengths");
     let n = x.len();
     let np = n & !31;
-    let mut sum = [[0f32; 8]; 4];
-    for i in (0..np).step_by(32) {
-        for (j, s) in sum.iter_mut().enumerate() {
-            for (l, acc) in s.iter_mut().enumerate() {
-                let k = i + 8 * j + l;
-                *acc = h2f(x[k]).mul_add(h2f(y[k]), *acc);
-            }
-        }
-    }
-    let mut sumf = reduce4x8(&sum) as f64;
+    let mut sumf = reduce4x8(&steps_of_32(np, |k| (h2f(x[k]), h2f(y[k])))) as f64;
     for k in np..n {
         sumf += (h2f(x[k]) * h2f(y[k])) as f64;
     }
@@ -36,16 +43,7 @@ pub fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     assert_eq!(x.len(), y.len(), "vec_dot_f32: lengths");
     let n = x.len();
     let np = n & !31;
-    let mut sum = [[0f32; 8]; 4];
-    for i in (0..np).step_by(32) {
-        for (j, s) in sum.iter_mut().enumerate() {
-            for (l, acc) in s.iter_mut().enumerate() {
-                let k = i + 8 * j + l;
-                *acc = x[k].mul_add(y[k], *acc);
-            }
-        }
-    }
-    let mut sumf = reduce4x8(&sum);
+    let mut sumf = reduce4x8(&steps_of_32(np, |k| (x[k], y[k])));
     let fused_from = n - (n - np) % 4;
     for k in np..fused_from {
         sumf += x[k] * y[k];
