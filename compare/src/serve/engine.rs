@@ -118,7 +118,9 @@ impl<'m> Engine<'m> {
                 Some((slot, common)) => {
                     let common = super::lora::switch(&mut self.s, slot, &job.settings.lora, common);
                     self.s.truncate_seq(slot, common);
-                    self.slots[slot] = Some(Active::new(job, slot, common));
+                    let a = Active::new(job, slot, common);
+                    a.report_progress();
+                    self.slots[slot] = Some(a);
                     self.shared.queued.fetch_sub(1, Ordering::SeqCst);
                 }
                 None => waiting.push_back(job),
@@ -216,11 +218,18 @@ impl<'m> Engine<'m> {
             Ok(l) => l,
             Err(e) => return self.fail_batch(&batch, &e.to_string()),
         };
+        let mut prefilled = vec![false; self.slots.len()];
         for row in &batch.rows {
             if let Some(a) = self.slots[row.seq].as_mut() {
                 if a.prefilling() {
                     a.prompt_done += 1;
+                    prefilled[row.seq] = true;
                 }
+            }
+        }
+        for (a, _) in self.slots.iter().zip(&prefilled).filter(|(_, &p)| p) {
+            if let Some(a) = a {
+                a.report_progress();
             }
         }
         {
