@@ -288,11 +288,6 @@ impl GenFields {
                 )))
             }
         };
-        if self.post_sampling_probs {
-            return Err(bad(
-                "post_sampling_probs is not supported: pocket reports the model's probabilities before sampling",
-            ));
-        }
         let probs = match (self.n_probs.filter(|&n| n > 0), self.logprobs) {
             (Some(n), _) => Some(n),
             (None, true) => Some(self.top_logprobs.unwrap_or(0)),
@@ -321,6 +316,7 @@ impl GenFields {
             id_slot,
             lora: Default::default(),
             grammar: None,
+            post_sampling_probs: self.post_sampling_probs,
             // As llama-server: progress is reported to streams only.
             return_progress: self.return_progress && self.stream,
         })

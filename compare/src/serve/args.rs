@@ -78,7 +78,7 @@ pub struct ServeArgs {
     /// Disable /slots.
     #[arg(long)]
     pub no_slots: bool,
-    /// Chat template: chatml, gemma, llama3 or jinja text [default: the model's].
+    /// Chat template: chatml, gemma, llama3, command-r or jinja text [default: the model's].
     #[arg(long, value_name = "NAME|JINJA")]
     pub chat_template: Option<String>,
     /// Chat template read from a jinja file.
@@ -205,6 +205,10 @@ const NO_OPS: &[(&str, bool)] = &[
     ("--log-disable", false),
     // pocket never downloads a model: staying offline is what it always does.
     ("--offline", false),
+    // Sampling on the compute backend (llama.cpp's GPU samplers): pocket samples on the
+    // CPU, and a request's `backend_sampling` changes nothing either.
+    ("--backend_sampling", false),
+    ("--backend-sampling", false),
 ];
 
 /// Flags of llama-server that pocket serve does not implement (a sample of the common

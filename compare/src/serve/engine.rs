@@ -16,7 +16,7 @@ use pocket_model::{Batch, Session};
 
 use super::job::{Event, Finish, Job};
 use super::metrics::SlotView;
-use super::probs::token_probs;
+use super::probs::{post_sampling_probs, token_probs};
 use super::slot::{Active, Outcome};
 use super::state::Shared;
 
@@ -338,11 +338,14 @@ impl<'m> Engine<'m> {
         } else {
             a.sampler.sample(logits)
         };
-        let probs = a
-            .job
-            .settings
-            .probs
-            .map(|k| token_probs(tok, logits, token, k));
+        let settings = &a.job.settings;
+        let probs = settings.probs.map(|k| match settings.post_sampling_probs {
+            false => token_probs(tok, logits, token, k),
+            true => {
+                let greedy = a.sampler.params().temp <= 0.0;
+                post_sampling_probs(tok, a.sampler.candidates(), greedy, token, k)
+            }
+        });
         let mut m = self.shared.metrics.lock().unwrap();
         m.tokens_predicted += 1;
         m.n_tokens_max = m.n_tokens_max.max(seq_len as u64 + 1);

@@ -26,6 +26,9 @@ pub struct GenSettings {
     pub id_slot: Option<usize>,
     /// Report each token's log-probability and this many alternatives.
     pub probs: Option<usize>,
+    /// Those are the probabilities after the sampler chain (llama-server's
+    /// `post_sampling_probs`), not the model's log-probabilities.
+    pub post_sampling_probs: bool,
     /// The LoRA adapters and scales the request runs with (serve/lora.rs).
     pub lora: pocket_model::lora::LoraSet,
     /// The grammar or schema the output follows (each job starts it afresh).
