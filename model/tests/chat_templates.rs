@@ -195,6 +195,18 @@ fn llama3_builtin_matches_llama_cpp() {
     assert_incremental(&t, &conversation());
 }
 
+/// test-chat-template.cpp, "CohereForAI/c4ai-command-r-plus" expected_output (llama.cpp's
+/// built-in command-r format).
+const COMMAND_R_EXPECTED: &str = "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a helpful assistant<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hello<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>Hi there<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Who are you<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>I am an assistant<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>Another question<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
+
+#[test]
+fn command_r_builtin_matches_llama_cpp() {
+    let t = ChatTemplate::new("command-r", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>").unwrap();
+    assert_eq!(t.render(&conversation(), true).unwrap(), COMMAND_R_EXPECTED);
+    assert!(t.supports_system_role());
+    assert_incremental(&t, &conversation());
+}
+
 #[test]
 fn template_without_system_role_gets_it_merged() {
     let t = ChatTemplate::new(GEMMA7B_TEMPLATE, "", "").unwrap();

@@ -37,7 +37,7 @@ pub struct ChatArgs {
     /// System prompt (-sys) [default: none; the template may add its own].
     #[arg(long = "system-prompt", value_name = "TEXT")]
     system_prompt: Option<String>,
-    /// Chat template: chatml, gemma, llama3 or jinja text [default: the model's
+    /// Chat template: chatml, gemma, llama3, command-r or jinja text [default: the model's
     /// tokenizer.chat_template, else chatml].
     #[arg(long, value_name = "NAME|JINJA")]
     chat_template: Option<String>,

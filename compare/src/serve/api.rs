@@ -195,6 +195,11 @@ pub struct GenFields {
     pub logit_bias: Option<serde_json::Value>,
     /// llama-server's per-request LoRA scales, `[{"id": 0, "scale": 0.5}]` (serve/lora.rs).
     pub lora: Option<serde_json::Value>,
+    /// OpenAI-API answers carry the native result as `__verbose` (default: `--verbose`).
+    pub verbose: Option<bool>,
+    /// Streamed answers carry `prompt_progress` while the prompt is evaluated.
+    #[serde(default)]
+    pub return_progress: bool,
 }
 
 /// A request's `logit_bias` as (token, bias) pairs; `false` is llama-server's "never".
@@ -283,11 +288,6 @@ impl GenFields {
                 )))
             }
         };
-        if self.post_sampling_probs {
-            return Err(bad(
-                "post_sampling_probs is not supported: pocket reports the model's probabilities before sampling",
-            ));
-        }
         let probs = match (self.n_probs.filter(|&n| n > 0), self.logprobs) {
             (Some(n), _) => Some(n),
             (None, true) => Some(self.top_logprobs.unwrap_or(0)),
@@ -316,6 +316,9 @@ impl GenFields {
             id_slot,
             lora: Default::default(),
             grammar: None,
+            post_sampling_probs: self.post_sampling_probs,
+            // As llama-server: progress is reported to streams only.
+            return_progress: self.return_progress && self.stream,
         })
     }
 

@@ -29,6 +29,11 @@ pub struct ServeArgs {
     /// (llama-server without a unified KV cache).
     #[arg(short = 'c', long, default_value_t = 4096)]
     pub ctx_size: usize,
+    /// Every slot may hold the whole ctx-size (-kvu). llama-server shares one pool of
+    /// ctx-size tokens among the slots; pocket gives each slot a cache of ctx-size, so a
+    /// request never fails for lack of room another slot holds (memory: parallel x ctx-size).
+    #[arg(long)]
+    pub kv_unified: bool,
     /// Slots: requests served at once (-np), each a sequence of the shared KV cache.
     #[arg(long, default_value_t = 4)]
     pub parallel: usize,
@@ -77,7 +82,7 @@ pub struct ServeArgs {
     /// Disable /slots.
     #[arg(long)]
     pub no_slots: bool,
-    /// Chat template: chatml, gemma, llama3 or jinja text [default: the model's].
+    /// Chat template: chatml, gemma, llama3, command-r or jinja text [default: the model's].
     #[arg(long, value_name = "NAME|JINJA")]
     pub chat_template: Option<String>,
     /// Chat template read from a jinja file.
@@ -113,6 +118,15 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The tokens one slot's cache holds: ctx-size / parallel, or all of ctx-size with
+    /// `--kv-unified`.
+    pub fn n_ctx_slot(&self) -> usize {
+        if self.kv_unified {
+            self.ctx_size
+        } else {
+            self.ctx_size / self.parallel
+        }
+    }
     /// A session as the flags set it up (cache types, threads, placement); `pin`: its
     /// threads pinned to cores.
     pub fn session_options(&self, pin: bool) -> SessionOptions {
@@ -167,6 +181,7 @@ const LONG_FORMS: &[(&str, &str)] = &[
     ("-ctk", "--cache-type-k"),
     ("-ctv", "--cache-type-v"),
     ("-md", "--spec-draft-model"),
+    ("-kvu", "--kv-unified"),
 ];
 
 /// Flags that change nothing on a CPU engine: (flag, takes a value).
@@ -197,6 +212,10 @@ const NO_OPS: &[(&str, bool)] = &[
     ("--log-disable", false),
     // pocket never downloads a model: staying offline is what it always does.
     ("--offline", false),
+    // Sampling on the compute backend (llama.cpp's GPU samplers): pocket samples on the
+    // CPU, and a request's `backend_sampling` changes nothing either.
+    ("--backend_sampling", false),
+    ("--backend-sampling", false),
 ];
 
 /// Flags of llama-server that pocket serve does not implement (a sample of the common
@@ -255,9 +274,6 @@ const REFUSED: &[&str] = &[
     "--numa",
     "-dt",
     "--defrag-thold",
-    // A KV pool shared by all slots: pocket gives each slot its own ctx-size / parallel.
-    "-kvu",
-    "--kv-unified",
 ];
 
 /// Why the flags were refused.
@@ -307,12 +323,12 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, ArgsError> {
             "--parallel and --batch-size must be at least 1".into(),
         ));
     }
-    if args.ctx_size / args.parallel < 8 {
+    if args.n_ctx_slot() < 8 {
         return Err(ArgsError::Invalid(format!(
             "-c {} over {} slots leaves {} tokens per slot (raise -c or lower -np)",
             args.ctx_size,
             args.parallel,
-            args.ctx_size / args.parallel
+            args.n_ctx_slot()
         )));
     }
     if let Err(e) = args.spec.kind() {
@@ -361,5 +377,18 @@ mod tests {
         let e = p(&["-m", "x.gguf", "--no-such-flag"]).err().unwrap();
         assert!(e.to_string().contains("--no-such-flag"), "{e}");
         assert!(p(&["-m", "x.gguf", "-np", "0"]).is_err());
+    }
+
+    #[test]
+    fn kv_unified_gives_each_slot_the_whole_context() {
+        let r = p(&["-m", "x.gguf", "-c", "256", "-np", "4"]).unwrap();
+        assert_eq!(r.args.n_ctx_slot(), 64);
+        let r = p(&["-m", "x.gguf", "-c", "256", "-np", "4", "--kv-unified"]).unwrap();
+        assert_eq!(r.args.n_ctx_slot(), 256);
+        let r = p(&["-m", "x.gguf", "-c", "256", "-np", "4", "-kvu"]).unwrap();
+        assert_eq!(r.args.n_ctx_slot(), 256);
+        // 40 tokens over 8 slots is too little, but not when each slot may use all 40.
+        assert!(p(&["-m", "x.gguf", "-c", "40", "-np", "8"]).is_err());
+        assert!(p(&["-m", "x.gguf", "-c", "40", "-np", "8", "-kvu"]).is_ok());
     }
 }

@@ -133,7 +133,7 @@ async fn generate(
             n_ctx: l.n_ctx_slot,
             prompt_text: p.text.clone(),
             return_tokens: gen.return_tokens,
-            verbose: app.args.verbose,
+            verbose: gen.verbose.unwrap_or(app.args.verbose),
         })
         .collect();
     // One job per prompt and choice; if one cannot be queued, dropping the others'
@@ -250,7 +250,7 @@ async fn collect(mut rx: UnboundedReceiver<Event>, timeout: Duration) -> Result<
                 ))
             }
             Ok(None) => return Err(ApiError::Server("the engine dropped the request".into())),
-            Ok(Some(Event::Piece { .. })) => {}
+            Ok(Some(Event::Piece { .. } | Event::Progress(_))) => {}
             Ok(Some(Event::Done(d))) => return Ok(*d),
             Ok(Some(Event::Failed(msg))) => return Err(ApiError::Server(msg)),
         }
@@ -307,6 +307,7 @@ fn sse_stream(
                         .piece(&text, &tokens, &probs, id_slot, st.n_decoded);
                     st.queue.push_back(data(&v));
                 }
+                Ok(Some(Event::Progress(p))) => st.queue.push_back(data(&st.shape.progress(&p))),
                 Ok(Some(Event::Done(d))) => {
                     st.queue.extend(st.shape.closing(&d).iter().map(data));
                     if st.shape.ends_with_done() {

@@ -16,7 +16,7 @@ use pocket_model::{Batch, Session};
 
 use super::job::{Event, Finish, Job};
 use super::metrics::SlotView;
-use super::probs::token_probs;
+use super::probs::{post_sampling_probs, token_probs};
 use super::slot::{Active, Outcome};
 use super::state::Shared;
 
@@ -118,7 +118,9 @@ impl<'m> Engine<'m> {
                 Some((slot, common)) => {
                     let common = super::lora::switch(&mut self.s, slot, &job.settings.lora, common);
                     self.s.truncate_seq(slot, common);
-                    self.slots[slot] = Some(Active::new(job, slot, common));
+                    let a = Active::new(job, slot, common);
+                    a.report_progress();
+                    self.slots[slot] = Some(a);
                     self.shared.queued.fetch_sub(1, Ordering::SeqCst);
                 }
                 None => waiting.push_back(job),
@@ -216,11 +218,18 @@ impl<'m> Engine<'m> {
             Ok(l) => l,
             Err(e) => return self.fail_batch(&batch, &e.to_string()),
         };
+        let mut prefilled = vec![false; self.slots.len()];
         for row in &batch.rows {
             if let Some(a) = self.slots[row.seq].as_mut() {
                 if a.prefilling() {
                     a.prompt_done += 1;
+                    prefilled[row.seq] = true;
                 }
+            }
+        }
+        for (a, _) in self.slots.iter().zip(&prefilled).filter(|(_, &p)| p) {
+            if let Some(a) = a {
+                a.report_progress();
             }
         }
         {
@@ -329,11 +338,14 @@ impl<'m> Engine<'m> {
         } else {
             a.sampler.sample(logits)
         };
-        let probs = a
-            .job
-            .settings
-            .probs
-            .map(|k| token_probs(tok, logits, token, k));
+        let settings = &a.job.settings;
+        let probs = settings.probs.map(|k| match settings.post_sampling_probs {
+            false => token_probs(tok, logits, token, k),
+            true => {
+                let greedy = a.sampler.params().temp <= 0.0;
+                post_sampling_probs(tok, a.sampler.candidates(), greedy, token, k)
+            }
+        });
         let mut m = self.shared.metrics.lock().unwrap();
         m.tokens_predicted += 1;
         m.n_tokens_max = m.n_tokens_max.max(seq_len as u64 + 1);

@@ -26,10 +26,15 @@ pub struct GenSettings {
     pub id_slot: Option<usize>,
     /// Report each token's log-probability and this many alternatives.
     pub probs: Option<usize>,
+    /// Those are the probabilities after the sampler chain (llama-server's
+    /// `post_sampling_probs`), not the model's log-probabilities.
+    pub post_sampling_probs: bool,
     /// The LoRA adapters and scales the request runs with (serve/lora.rs).
     pub lora: pocket_model::lora::LoraSet,
     /// The grammar or schema the output follows (each job starts it afresh).
     pub grammar: Option<pocket_model::grammar::Grammar>,
+    /// Stream [`Event::Progress`] when the prompt starts and after each batch of it.
+    pub return_progress: bool,
 }
 
 impl GenSettings {
@@ -142,6 +147,24 @@ impl JobTimings {
     }
 }
 
+/// llama-server's `prompt_progress`: the prompt's tokens in all, those found in the
+/// slot's cache, those in the cache now (cached + evaluated), and the time since the slot
+/// took the job; with the job's timings so far.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub total: usize,
+    pub cache: usize,
+    pub processed: usize,
+    pub time_ms: u64,
+    pub timings: JobTimings,
+}
+
+impl Progress {
+    pub fn to_json(&self) -> Value {
+        json!({"total": self.total, "cache": self.cache, "processed": self.processed, "time_ms": self.time_ms})
+    }
+}
+
 /// The end of a job.
 #[derive(Clone, Debug)]
 pub struct Done {
@@ -169,6 +192,8 @@ pub enum Event {
         /// The tokens' probabilities, when the request asked for them.
         probs: Vec<TokenProbs>,
     },
+    /// How far the prompt's evaluation is (`return_progress`).
+    Progress(Progress),
     Done(Box<Done>),
     /// The engine could not run the job (a message for the client, HTTP 500).
     Failed(String),

@@ -99,7 +99,7 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     };
     let override_ = from_file.as_deref().or(a.chat_template.as_deref());
     let template = ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, override_)?;
-    let n_ctx_slot = a.ctx_size / a.parallel;
+    let n_ctx_slot = a.n_ctx_slot();
     let o = SessionOptions {
         n_ctx: n_ctx_slot,
         n_seq: a.parallel,

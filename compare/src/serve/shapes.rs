@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::job::{Done, GenSettings};
+use super::job::{Done, GenSettings, Progress};
 use super::probs::{probs_json, TokenProbs};
 
 /// Which API a generation answers.
@@ -183,6 +183,28 @@ impl Shape {
             ),
         };
         self.add_probs(&mut v, probs);
+        v
+    }
+
+    /// A chunk with the prompt's progress (`return_progress`), as llama-server sends it:
+    /// no text (chat: the assistant's role again), `prompt_progress` and the timings so far.
+    pub fn progress(&self, p: &Progress) -> Value {
+        let mut v = match self.api {
+            Api::Native => json!({
+                "index": 0, "content": "", "tokens": [], "stop": false,
+                "tokens_predicted": 0, "tokens_evaluated": p.total,
+            }),
+            Api::Completions => self.envelope(
+                true,
+                json!([{"text": "", "index": 0, "logprobs": null, "finish_reason": null}]),
+            ),
+            Api::Chat => self.envelope(
+                true,
+                json!([{"finish_reason": null, "index": 0, "delta": {"role": "assistant", "content": null}}]),
+            ),
+        };
+        v["timings"] = p.timings.to_json();
+        v["prompt_progress"] = p.to_json();
         v
     }
 

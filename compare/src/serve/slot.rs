@@ -7,7 +7,7 @@ use std::time::Instant;
 use pocket_model::sampler::Sampler;
 use pocket_model::tokenizer::Tokenizer;
 
-use super::job::{Done, Event, Finish, Job, JobTimings};
+use super::job::{Done, Event, Finish, Job, JobTimings, Progress};
 use super::output::Output;
 use super::probs::TokenProbs;
 
@@ -66,6 +66,32 @@ impl Active {
 
     pub fn prefilling(&self) -> bool {
         self.prompt_done < self.job.prompt.len()
+    }
+
+    /// Sends the prompt's progress when the request asked for it (`return_progress`).
+    pub fn report_progress(&self) {
+        if !self.job.settings.return_progress {
+            return;
+        }
+        let evaluated = self.prompt_done - self.timings.cache_n;
+        let elapsed = self.started.elapsed();
+        let timings = JobTimings {
+            cache_n: self.timings.cache_n,
+            prompt_n: evaluated,
+            prompt_ms: if evaluated > 0 {
+                elapsed.as_secs_f64() * 1e3
+            } else {
+                0.0
+            },
+            ..Default::default()
+        };
+        let _ = self.job.events.send(Event::Progress(Progress {
+            total: self.job.prompt.len(),
+            cache: self.timings.cache_n,
+            processed: self.prompt_done,
+            time_ms: elapsed.as_millis() as u64,
+            timings,
+        }));
     }
 
     /// The client went away.

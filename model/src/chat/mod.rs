@@ -164,18 +164,31 @@ pub const LLAMA3_TEMPLATE: &str = "{{- bos_token -}}
     {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
 {%- endif -%}";
 
-/// The built-in template called `name` (`chatml`, `gemma`, `llama3`).
+/// Cohere's Command-R turns; renders what llama.cpp's built-in `command-r` template
+/// produces (every role's content trimmed, other roles dropped).
+pub const COMMAND_R_TEMPLATE: &str = "{%- set tags = {'system': 'SYSTEM', 'user': 'USER', 'assistant': 'CHATBOT'} -%}
+{%- for message in messages -%}
+    {%- if message['role'] in tags -%}
+        {{- '<|START_OF_TURN_TOKEN|><|' + tags[message['role']] + '_TOKEN|>' + message['content'] | trim + '<|END_OF_TURN_TOKEN|>' -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' -}}
+{%- endif -%}";
+
+/// The built-in template called `name` (`chatml`, `gemma`, `llama3`, `command-r`).
 pub fn builtin_template(name: &str) -> Option<&'static str> {
     match name {
         "chatml" => Some(CHATML_TEMPLATE),
         "gemma" => Some(GEMMA_TEMPLATE),
         "llama3" => Some(LLAMA3_TEMPLATE),
+        "command-r" => Some(COMMAND_R_TEMPLATE),
         _ => None,
     }
 }
 
 /// Names accepted by [`builtin_template`].
-pub const BUILTIN_TEMPLATES: &[&str] = &["chatml", "gemma", "llama3"];
+pub const BUILTIN_TEMPLATES: &[&str] = &["chatml", "gemma", "llama3", "command-r"];
 
 const TEMPLATE_NAME: &str = "chat";
 
