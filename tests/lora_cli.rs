@@ -2,8 +2,8 @@
 //! random rank-8 adapter in llama.cpp's format; `pocket perplexity --lora` /
 //! `--lora-scaled` agree with `llama-perplexity` given the same flags and files within
 //! 0.5 % (`-c 128`, 3 chunks of tests/data/ppl_text.txt), on SmolLM2 Q4_1 and on a
-//! synthetic MNN-Pocket-shape Q4_1 model. Greedy text against llama-completion's is an open
-//! item (its test is ignored, see there). Each adapter moves perplexity by more than the
+//! synthetic MNN-Pocket-shape Q4_1 model; greedy text in ggml numerics equals
+//! llama-completion's with an adapter. Each adapter moves perplexity by more than the
 //! bound, so a run that ignored it would fail.
 
 mod common;
@@ -138,13 +138,11 @@ fn smollm2_lora_perplexity_matches_llama_cpp() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-// TODO (open): with this adapter pocket in ggml numerics stops after "Paris." (an
-// end-of-generation token wins the argmax) where llama-completion goes on. The base model's
-// greedy text is llama.cpp's bit for bit (model/tests/parity_llama_cpp.rs); the adapter's
-// f32 products are not a bit-exact twin of ggml's (summation order), and a near-tie at
-// that step may flip. Not yet established which; the test stays, ignored, until it is.
+// Greedy text in ggml numerics equals llama-completion's: the adapter products are summed
+// as b11434's x86-64-v3 build sums them (`lora/apply.rs`: llamafile's sgemm for batches,
+// `ggml_vec_dot_f32` for single tokens; `kernels/src/ggml_exact/vec.rs`). With a plain
+// 16-lane sum pocket stopped after "Paris." where llama.cpp goes on (a near-tie).
 #[test]
-#[ignore = "open: greedy text with an adapter differs from llama-completion at a near-tie"]
 fn smollm2_lora_greedy_text_matches_llama_completion() {
     let model = common::smollm2();
     let dir = tmp("greedy");
