@@ -160,7 +160,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         json!({"total": self.total, "cache": self.cache, "processed": self.processed, "time_ms": self.time_ms})
     }
 }
