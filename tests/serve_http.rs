@@ -420,12 +420,12 @@ fn tokenize_detokenize_apply_template_and_flags() {
     let out = run(&["-m", "x.gguf", "--mmproj", "a.gguf"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--mmproj"));
-    let out = run(&["-m", "x.gguf", "--kv-unified"]);
+    let out = run(&["-m", "x.gguf", "--embeddings"]);
     assert!(
         !out.status.success(),
-        "a shared KV pool is a feature pocket lacks"
+        "embeddings are a feature pocket lacks"
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--kv-unified"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--embeddings"));
     let out = run(&["-m", "x.gguf", "--bogus"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
