@@ -169,12 +169,18 @@ fn leading_bos_stripped(name: &str, bos: &str, eos: &str) -> ChatTemplate {
         .with_strip(true, false)
 }
 
+/// A template with a system role renders llama.cpp's `expected` output for the test
+/// conversation, and renders it incrementally too.
+fn assert_renders_with_system(t: &ChatTemplate, expected: &str) {
+    assert_eq!(t.render(&conversation(), true).unwrap(), expected);
+    assert!(t.supports_system_role());
+    assert_incremental(t, &conversation());
+}
+
 #[test]
 fn chatml_builtin_matches_llama_cpp() {
     let t = ChatTemplate::new("chatml", "", "").unwrap();
-    assert_eq!(t.render(&conversation(), true).unwrap(), CHATML_EXPECTED);
-    assert!(t.supports_system_role());
-    assert_incremental(&t, &conversation());
+    assert_renders_with_system(&t, CHATML_EXPECTED);
 }
 
 #[test]
@@ -202,9 +208,7 @@ const COMMAND_R_EXPECTED: &str = "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are
 #[test]
 fn command_r_builtin_matches_llama_cpp() {
     let t = ChatTemplate::new("command-r", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>").unwrap();
-    assert_eq!(t.render(&conversation(), true).unwrap(), COMMAND_R_EXPECTED);
-    assert!(t.supports_system_role());
-    assert_incremental(&t, &conversation());
+    assert_renders_with_system(&t, COMMAND_R_EXPECTED);
 }
 
 #[test]
