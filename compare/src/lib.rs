@@ -8,6 +8,15 @@
 
 #![forbid(unsafe_code)]
 
+/// `dst.f = src.f.unwrap_or(dst.f)` for each field `f`: the options a user or a request
+/// gave, over the defaults.
+macro_rules! overlay {
+    ($dst:expr, $src:expr; $($f:ident),+ $(,)?) => {
+        $( $dst.$f = $src.$f.unwrap_or($dst.$f); )+
+    };
+}
+pub(crate) use overlay;
+
 pub mod bandwidth;
 pub mod bench_format;
 pub mod bench_row;

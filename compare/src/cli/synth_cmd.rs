@@ -131,12 +131,7 @@ pub fn run(args: SynthArgs) -> CliResult {
         || args.ffn.is_some()
         || args.vocab.is_some()
         || args.arch.is_some();
-    s.layers = args.layers.unwrap_or(s.layers);
-    s.hidden = args.hidden.unwrap_or(s.hidden);
-    s.heads = args.heads.unwrap_or(s.heads);
-    s.kv_heads = args.kv_heads.unwrap_or(s.kv_heads);
-    s.ffn = args.ffn.unwrap_or(s.ffn);
-    s.context = args.context.unwrap_or(s.context);
+    crate::overlay!(s, args; layers, hidden, heads, kv_heads, ffn, context);
     // head_dim follows hidden / heads unless given
     s.head_dim = match (args.head_dim, args.hidden.or(args.heads.map(|_| s.hidden))) {
         (Some(d), _) => d,

@@ -263,13 +263,8 @@ impl GenFields {
         let mut sampling = args.sampling.params();
         let s = &mut sampling;
         s.temp = self.temperature.unwrap_or(s.temp);
-        s.top_k = self.top_k.unwrap_or(s.top_k);
-        s.top_p = self.top_p.unwrap_or(s.top_p);
-        s.min_p = self.min_p.unwrap_or(s.min_p);
-        s.repeat_penalty = self.repeat_penalty.unwrap_or(s.repeat_penalty);
-        s.repeat_last_n = self.repeat_last_n.unwrap_or(s.repeat_last_n);
-        s.presence_penalty = self.presence_penalty.unwrap_or(s.presence_penalty);
-        s.frequency_penalty = self.frequency_penalty.unwrap_or(s.frequency_penalty);
+        crate::overlay!(s, self; top_k, top_p, min_p, repeat_penalty, repeat_last_n);
+        crate::overlay!(s, self; presence_penalty, frequency_penalty);
         if let Some(seed) = self.seed {
             s.seed = u64::try_from(seed).ok();
         }

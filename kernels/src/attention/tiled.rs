@@ -45,13 +45,8 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
         &a.q[i * a.q_stride + h * head_dim..i * a.q_stride + (h + 1) * head_dim]
     };
     let f16 = kv.f16();
-    for j0 in (0..n).step_by(16) {
-        let kn = 16.min(n - j0);
-        let t = Tile {
-            pos: lo + j0,
-            kn,
-            off,
-        };
+    for (j0, t) in tiles(lo, n, off) {
+        let kn = t.kn;
         match &f16 {
             Some(rows) => fill.keys(rows, t, &mut s.kt, &mut s.row),
             None => keys_by_row(kv, t, &mut s.kt, &mut s.row),
@@ -82,13 +77,8 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
     // 16 value rows of a tile instead of being loaded and stored for every key.
     out.fill(0.0);
     s.vt.resize(16 * head_dim, 0.0);
-    for j0 in (0..n).step_by(16) {
-        let kn = 16.min(n - j0);
-        let t = Tile {
-            pos: lo + j0,
-            kn,
-            off,
-        };
+    for (j0, t) in tiles(lo, n, off) {
+        let kn = t.kn;
         match &f16 {
             Some(rows) => fill.values(rows, t, head_dim, &mut s.vt),
             None => values_by_row(kv, t, head_dim, &mut s.vt),
@@ -106,6 +96,23 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
             weighted_sum(o, p, vt, head_dim);
         }
     }
+}
+
+/// The tiles of 16 keys over positions `lo..lo + n` (the last one shorter), each with its
+/// first column `j0`.
+#[inline(always)]
+fn tiles(lo: usize, n: usize, off: usize) -> impl Iterator<Item = (usize, Tile)> {
+    (0..n).step_by(16).map(move |j0| {
+        let kn = 16.min(n - j0);
+        (
+            j0,
+            Tile {
+                pos: lo + j0,
+                kn,
+                off,
+            },
+        )
+    })
 }
 
 /// [`super::FillTiles::keys`] a row at a time (`row`: scratch).

@@ -26,6 +26,29 @@ pub struct Job<'a> {
     pub swiglu: bool,
 }
 
+impl<'a> Job<'a> {
+    /// `out[(t - tokens.start)·ld + r - 8·panels.start]` = row `r` of `w` · token `t` of
+    /// `act`; a gate/up pair ([`super::Kind::SwiGlu`]) writes `silu(gate)·up`.
+    pub fn new(
+        w: &'a PackedMatrix,
+        act: &'a QuantizedActivation,
+        tokens: Range<usize>,
+        out: &'a mut [f32],
+        (ld, panels): (usize, Range<usize>),
+    ) -> Job<'a> {
+        let swiglu = matches!(w.kind, super::Kind::SwiGlu);
+        Job {
+            w,
+            act,
+            tokens,
+            out,
+            ld,
+            panels,
+            swiglu,
+        }
+    }
+}
+
 /// What a token chunk's tiles read: the activation rows and what the ISA staged from them.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // only x86 stages
 pub struct Chunk<'a, S> {
@@ -125,15 +148,8 @@ pub fn run<K: Kernels>(k: K, job: Job) {
 pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
     let layout = Layout::ALL[L as usize];
     debug_assert_eq!(layout, job.w.layout);
-    let Job {
-        w,
-        act,
-        tokens,
-        out,
-        ld,
-        panels,
-        swiglu,
-    } = job;
+    let (w, act, ld, swiglu) = (job.w, job.act, job.ld, job.swiglu);
+    let (tokens, panels, out) = (job.tokens, job.panels, job.out);
     let tt = k.token_tile(layout, tokens.len());
     let r0 = panels.start * PANEL;
     let mut staged = K::Staged::default();

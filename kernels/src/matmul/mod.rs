@@ -103,17 +103,8 @@ pub fn gemm_tokens(
     panels: Range<usize>,
     isa: Isa,
 ) {
-    let swiglu = matches!(w.kind, Kind::SwiGlu);
     check(w, act, &tokens, out.len(), ld, &panels);
-    let job = driver::Job {
-        w,
-        act,
-        tokens,
-        out,
-        ld,
-        panels,
-        swiglu,
-    };
+    let job = driver::Job::new(w, act, tokens, out, (ld, panels));
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => driver::run(token(isa, crate::arch::x86::Simd::detect(isa)), job),
@@ -133,7 +124,9 @@ pub fn gemm_tokens(
         Isa::Dotprod => driver::run(token(isa, crate::arch::arm::Dotprod::detect()), job),
         #[cfg(target_arch = "aarch64")]
         Isa::I8mm => driver::run(token(isa, crate::arch::arm::I8mm::detect()), job),
-        _ => scalar::gemm(job.w, job.act, job.tokens, job.out, ld, job.panels, swiglu),
+        _ => scalar::gemm(
+            job.w, job.act, job.tokens, job.out, ld, job.panels, job.swiglu,
+        ),
     }
 }
 

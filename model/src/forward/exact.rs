@@ -181,16 +181,8 @@ impl LayerOps for GgmlOps {
         }
     }
 
-    fn linear(
-        &mut self,
-        cx: &mut Cx,
-        _: Op,
-        lin: &Linear,
-        x: &[f32],
-        n: usize,
-        out: &mut Vec<f32>,
-    ) {
-        matmul(cx.pool, lin, x, n, out);
+    fn linear(&mut self, cx: &mut Cx, _: Op, w: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
+        matmul(cx.pool, w, x, n, out);
     }
 
     fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs) {

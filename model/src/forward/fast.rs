@@ -11,7 +11,7 @@ use pocket_kernels::ops::rope::{RopeMode, RopeTable};
 use pocket_kernels::ops::{activation, norm, rope};
 use pocket_kernels::Isa;
 
-use super::walk::{AttnJob, Cx, LayerOps};
+use super::walk::{Adapted, AttnJob, Cx, LayerOps};
 use super::Bufs;
 use crate::attention::{attend_block, AttnScratch};
 use crate::config::FfnAct;
@@ -209,17 +209,9 @@ impl LayerOps for FastOps {
         });
     }
 
-    fn linear(
-        &mut self,
-        cx: &mut Cx,
-        op: Op,
-        lin: &Linear,
-        x: &[f32],
-        n: usize,
-        out: &mut Vec<f32>,
-    ) {
-        self.quantize(cx, x, n, &[lin]);
-        self.product(cx, op, lin, out);
+    fn linear(&mut self, cx: &mut Cx, op: Op, w: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
+        self.quantize(cx, x, n, &[w]);
+        self.product(cx, op, w, out);
     }
 
     fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs) {
@@ -276,36 +268,27 @@ impl LayerOps for FastOps {
         }
     }
 
-    fn linear_lora(
-        &mut self,
-        cx: &mut Cx,
-        (p, op): (Proj, Op),
-        lin: &Linear,
-        x: &[f32],
-        n: usize,
-        out: &mut Vec<f32>,
-        runs: &LoraRuns,
-        _: &mut LoraScratch,
-    ) {
+    fn linear_lora(&mut self, cx: &mut Cx, a: Adapted, out: &mut Vec<f32>, _: &mut LoraScratch) {
+        let Adapted {
+            p,
+            op,
+            lin,
+            x,
+            n,
+            runs,
+        } = a;
         self.quantize(cx, x, n, &[lin]);
         let parts = [Part::new(p, 0, lin.rows())];
         let tail = self.lora(cx, runs, &parts, x, lin);
         self.product_then(cx, op, lin, out, tail.as_ref());
     }
 
-    fn gate_up_lora(
-        &mut self,
-        cx: &mut Cx,
-        w: &GateUp,
-        tokens: usize,
-        b: &mut Bufs,
-        runs: &LoraRuns,
-    ) {
+    fn gate_up_lora(&mut self, cx: &mut Cx, w: &GateUp, n: usize, b: &mut Bufs, runs: &LoraRuns) {
         let (ff, act) = (cx.c.n_ff, cx.c.ffn_act);
-        b.h.resize(tokens * ff, 0.0);
+        b.h.resize(n * ff, 0.0);
         match w {
             GateUp::Stacked(lin) => {
-                self.quantize(cx, &b.xn, tokens, &[lin]);
+                self.quantize(cx, &b.xn, n, &[lin]);
                 let parts = [Part::new(Proj::Gate, 0, ff), Part::new(Proj::Up, ff, ff)];
                 let tail = self.lora(cx, runs, &parts, &b.xn, lin);
                 self.product_then(cx, Op::GateUp, lin, &mut b.g, tail.as_ref());
@@ -314,7 +297,7 @@ impl LayerOps for FastOps {
                 }
             }
             GateUp::Split { gate: wg, up: wu } => {
-                self.quantize(cx, &b.xn, tokens, &[wg, wu]);
+                self.quantize(cx, &b.xn, n, &[wg, wu]);
                 for (p, lin, out) in [(Proj::Gate, wg, &mut b.g), (Proj::Up, wu, &mut b.u)] {
                     let parts = [Part::new(p, 0, ff)];
                     let tail = self.lora(cx, runs, &parts, &b.xn, lin);

@@ -26,6 +26,18 @@ use crate::Model;
 /// `Walker::embed`).
 const EMBD_RELEASE_ROWS: usize = 16;
 
+/// A projection's product with its adapters ([`LayerOps::linear_lora`]): `x` (`n` rows) ·
+/// `lin`ᵀ, counted as `op`, plus the low-rank products of projection `p` for the rows'
+/// adapters `runs`.
+pub(super) struct Adapted<'a> {
+    pub p: Proj,
+    pub op: Op,
+    pub lin: &'a Linear,
+    pub x: &'a [f32],
+    pub n: usize,
+    pub runs: &'a LoraRuns<'a>,
+}
+
 /// The operations of one numerics.
 pub(super) trait LayerOps {
     /// Whether the last layer attends and goes on with the rows that need logits only.
@@ -58,16 +70,8 @@ pub(super) trait LayerOps {
     fn qkv(&mut self, cx: &mut Cx, w: &Qkv, tokens: usize, b: &mut Bufs);
     /// Attention of the rows `job.live` into `att` (`live.len() × q_dim`).
     fn attention(&mut self, cx: &mut Cx, job: &AttnJob, q: &mut [f32], att: &mut Vec<f32>);
-    /// `out = x · linᵀ` for `tokens` rows; counts it as `op`.
-    fn linear(
-        &mut self,
-        cx: &mut Cx,
-        op: Op,
-        lin: &Linear,
-        x: &[f32],
-        n: usize,
-        out: &mut Vec<f32>,
-    );
+    /// `out = x · wᵀ` for `n` rows; counts it as `op`.
+    fn linear(&mut self, cx: &mut Cx, op: Op, w: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>);
     /// The gated FFN's hidden rows `b.h` from the normed rows `b.xn`.
     fn gate_up(&mut self, cx: &mut Cx, w: &GateUp, tokens: usize, b: &mut Bufs);
 
@@ -90,42 +94,24 @@ pub(super) trait LayerOps {
             add_all(cx.pool, runs, (cx.l, p), &b.xn, dest, &mut b.lora);
         }
     }
-    /// [`Self::linear`] of projection `p` (one of one input: `wo`, `down`), adapted.
-    #[allow(clippy::too_many_arguments)]
-    fn linear_lora(
-        &mut self,
-        cx: &mut Cx,
-        (p, op): (Proj, Op),
-        lin: &Linear,
-        x: &[f32],
-        n: usize,
-        out: &mut Vec<f32>,
-        runs: &LoraRuns,
-        s: &mut LoraScratch,
-    ) {
-        self.linear(cx, op, lin, x, n, out);
-        let dest = &mut Dest::rows(out, lin.rows());
-        add_all(cx.pool, runs, (cx.l, p), x, dest, s);
+    /// [`Self::linear`] of a projection with one input (`wo`, `down`), adapted.
+    fn linear_lora(&mut self, cx: &mut Cx, a: Adapted, out: &mut Vec<f32>, s: &mut LoraScratch) {
+        self.linear(cx, a.op, a.lin, a.x, a.n, out);
+        let dest = &mut Dest::rows(out, a.lin.rows());
+        add_all(cx.pool, a.runs, (cx.l, a.p), a.x, dest, s);
     }
     /// [`Self::gate_up`] with gate and up adapted.
-    fn gate_up_lora(
-        &mut self,
-        cx: &mut Cx,
-        w: &GateUp,
-        tokens: usize,
-        b: &mut Bufs,
-        runs: &LoraRuns,
-    ) {
+    fn gate_up_lora(&mut self, cx: &mut Cx, w: &GateUp, n: usize, b: &mut Bufs, runs: &LoraRuns) {
         let ff = cx.c.n_ff;
         match w {
             GateUp::Split { gate, up } => {
-                self.linear(cx, Op::GateUp, gate, &b.xn, tokens, &mut b.g);
-                self.linear(cx, Op::GateUp, up, &b.xn, tokens, &mut b.u);
+                self.linear(cx, Op::GateUp, gate, &b.xn, n, &mut b.g);
+                self.linear(cx, Op::GateUp, up, &b.xn, n, &mut b.u);
             }
             GateUp::Stacked(lin) => {
-                self.linear(cx, Op::GateUp, lin, &b.xn, tokens, &mut b.h);
-                b.g.resize(tokens * ff, 0.0);
-                b.u.resize(tokens * ff, 0.0);
+                self.linear(cx, Op::GateUp, lin, &b.xn, n, &mut b.h);
+                b.g.resize(n * ff, 0.0);
+                b.u.resize(n * ff, 0.0);
                 for (t, r) in b.h.chunks_exact(2 * ff).enumerate() {
                     b.g[t * ff..(t + 1) * ff].copy_from_slice(&r[..ff]);
                     b.u[t * ff..(t + 1) * ff].copy_from_slice(&r[ff..]);
@@ -287,9 +273,17 @@ impl Walker<'_, '_> {
             b.x.truncate(live.len() * e);
         }
         if runs_live.touches(l, &[Proj::Out]) {
-            let po = (Proj::Out, Op::OutProj);
-            let (att, o, s) = (&b.att, &mut b.o, &mut b.lora);
-            ops.linear_lora(&mut cx, po, &w.wo, att, live.len(), o, runs_live, s);
+            let (p, op, runs) = (Proj::Out, Op::OutProj, runs_live);
+            let (lin, x, n) = (&w.wo, &b.att[..], live.len());
+            let a = Adapted {
+                p,
+                op,
+                lin,
+                x,
+                n,
+                runs,
+            };
+            ops.linear_lora(&mut cx, a, &mut b.o, &mut b.lora);
         } else {
             ops.linear(&mut cx, Op::OutProj, &w.wo, &b.att, live.len(), &mut b.o);
         }
@@ -318,8 +312,16 @@ impl Walker<'_, '_> {
         }
         cx.obs.step(Op::GateUp, "ffn_geglu", l, &b.h);
         if lora.touches(l, &[Proj::Down]) {
-            let pd = (Proj::Down, Op::Down);
-            ops.linear_lora(&mut cx, pd, &w.down, &b.h, tn, &mut b.o, lora, &mut b.lora);
+            let (p, op, lin, x, runs) = (Proj::Down, Op::Down, &w.down, &b.h[..], lora);
+            let a = Adapted {
+                p,
+                op,
+                lin,
+                x,
+                n: tn,
+                runs,
+            };
+            ops.linear_lora(&mut cx, a, &mut b.o, &mut b.lora);
         } else {
             ops.linear(&mut cx, Op::Down, &w.down, &b.h, tn, &mut b.o);
         }
