@@ -9,7 +9,12 @@ struct FakeSysfs(PathBuf);
 
 impl FakeSysfs {
     fn new(name: &str) -> FakeSysfs {
-        let dir = std::env::temp_dir().join(format!("pocket-sysfs-{}-{name}", std::process::id()));
+        // Unique per tree: tests run in parallel threads of one process, and several build
+        // the same layout (a shared directory was removed under another test's reads).
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = std::process::id();
+        let dir = std::env::temp_dir().join(format!("pocket-sysfs-{pid}-{name}-{k}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("cpufreq")).unwrap(); // not a CPU
         std::fs::create_dir_all(dir.join("cpuidle")).unwrap();
