@@ -195,6 +195,8 @@ impl Linear {
                     });
                 }
             }
+        } else if let (Linear::Packed(w), None, true) = (self, tail, t < PANEL_SPLIT_TOKENS) {
+            few_tokens(pool, w, inp, out, isa);
         } else {
             let n_items = token_items(t, n);
             let toks = |k: usize| ThreadPool::split(t, n_items, k);
@@ -340,6 +342,49 @@ const ITEMS_PER_THREAD: usize = 8;
 /// Tokens per item of a batched matmul, about: the kernels' token chunk. Items are a
 /// multiple of the thread count and of equal size, so the static shares stay balanced.
 const TOKEN_BLOCK: usize = 24;
+
+/// Below this many tokens a batched matmul is split by output panels, not by tokens: a
+/// few tokens cost little more than one, so the weights' bytes are the step's time, and a
+/// split by tokens makes every thread read all of them (pp2 ran slower than pp4 here).
+const PANEL_SPLIT_TOKENS: usize = 8;
+
+thread_local! {
+    /// [`few_tokens`]' item outputs, kept by the calling thread from call to call.
+    static PANEL_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A matmul of a few tokens (`1 < tokens < PANEL_SPLIT_TOKENS`), split like a one-token
+/// matmul: [`ITEMS_PER_THREAD`] output-panel ranges per thread, each for every token.
+/// Item `k` writes its `tokens × rows_k` block to a scratch piece (`ld = rows_k`), copied
+/// into `out` after the job. Every output element comes from the same tile arithmetic as
+/// under the split by tokens (the kernels' results do not depend on the panel range or
+/// the token count), so a row's bits do not change.
+fn few_tokens(pool: &ThreadPool, w: &PackedMatrix, inp: &Input, out: &mut [f32], isa: Isa) {
+    let (t, rows) = (inp.tokens, w.rows);
+    let ranges = w.split_panels(pool.threads() * ITEMS_PER_THREAD);
+    PANEL_SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        scratch.resize(t * rows, 0.0);
+        let widths: Vec<usize> = ranges.iter().map(|r| w.rows_in(r.clone())).collect();
+        let pieces = Disjoint::split(&mut scratch, widths.iter().map(|&n| t * n));
+        pool.run_items(ranges.len(), |_, k| {
+            let (panels, ld) = (ranges[k].clone(), widths[k]);
+            if ld > 0 {
+                matmul::gemm_tokens(w, &inp.packed, 0..t, &mut pieces.piece(k), ld, panels, isa);
+            }
+        });
+        drop(pieces);
+        let mut r0 = 0;
+        let mut from = &scratch[..];
+        for &n in &widths {
+            let (piece, rest) = from.split_at(t * n);
+            for (j, src) in piece.chunks_exact(n.max(1)).enumerate().take(t) {
+                out[j * rows + r0..][..n].copy_from_slice(src);
+            }
+            (r0, from) = (r0 + n, rest);
+        }
+    });
+}
 
 /// Tokens from which a layer input is quantized by every thread of the pool (below, the
 /// hand-off costs more than the rows).
