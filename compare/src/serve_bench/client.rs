@@ -37,6 +37,11 @@ pub struct StreamTiming {
     pub server_prompt_n: Option<u64>,
     pub server_prompt_ms: Option<f64>,
     pub server_predicted_ms: Option<f64>,
+    /// Speculative tokens the server drafted and kept (None: nothing drafted).
+    pub draft_n: Option<u64>,
+    pub draft_n_accepted: Option<u64>,
+    /// The generated text (the token events' contents joined).
+    pub text: String,
 }
 
 /// Sends one request on a new connection; the response with its body still unread.
@@ -137,6 +142,7 @@ async fn stream_inner(addr: SocketAddr, body: &Value) -> Result<StreamTiming, Se
     let mut parser = SseParser::default();
     let mut first: Option<Instant> = None;
     let mut token_events = 0u64;
+    let mut text = String::new();
     while let Some(frame) = body_in.frame().await {
         let frame = frame.map_err(|e| ServeBenchError::Http(format!("reading the stream: {e}")))?;
         let Some(data) = frame.data_ref() else {
@@ -145,9 +151,10 @@ async fn stream_inner(addr: SocketAddr, body: &Value) -> Result<StreamTiming, Se
         let now = Instant::now();
         for event in parser.push(data) {
             match parse_chunk(&event)? {
-                Chunk::Token => {
+                Chunk::Token(piece) => {
                     first.get_or_insert(now);
                     token_events += 1;
+                    text.push_str(&piece);
                 }
                 Chunk::Final(f) => {
                     let first = first.ok_or_else(|| {
@@ -163,6 +170,9 @@ async fn stream_inner(addr: SocketAddr, body: &Value) -> Result<StreamTiming, Se
                         server_prompt_n: f.prompt_n,
                         server_prompt_ms: f.prompt_ms,
                         server_predicted_ms: f.predicted_ms,
+                        draft_n: f.draft_n,
+                        draft_n_accepted: f.draft_n_accepted,
+                        text,
                     });
                 }
             }
