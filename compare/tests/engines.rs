@@ -160,12 +160,14 @@ fn every_stored_receipt_in_the_tree_loads() {
             use pocket_compare::serve_bench::{receipt, spec_receipt};
             let text = std::fs::read_to_string(&path).unwrap();
             let kind: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let fail = |e: serde_json::Error| panic!("{}: {e}", path.display());
+            let fail = |e: serde_json::Error| -> ! { panic!("{}: {e}", path.display()) };
             if kind["kind"] == spec_receipt::KIND {
-                let r: spec_receipt::SpecReceipt = serde_json::from_str(&text).unwrap_or_else(fail);
+                let r: spec_receipt::SpecReceipt =
+                    serde_json::from_str(&text).unwrap_or_else(|e| fail(e));
                 assert_eq!(r.run.kind, spec_receipt::KIND);
             } else {
-                let r: receipt::ServeReceipt = serde_json::from_str(&text).unwrap_or_else(fail);
+                let r: receipt::ServeReceipt =
+                    serde_json::from_str(&text).unwrap_or_else(|e| fail(e));
                 assert_eq!(r.run.kind, receipt::KIND);
             }
             serve += 1;

@@ -110,6 +110,12 @@ pub enum BenchSpec {
 }
 
 impl ServeBenchArgs {
+    /// `-t`, or the physical cores.
+    pub fn threads(&self) -> u32 {
+        self.threads
+            .unwrap_or_else(crate::pocket_bench::default_threads)
+    }
+
     pub fn mode(&self) -> Result<WorkloadMode, CliError> {
         let single = |w: WorkloadArg| match w {
             WorkloadArg::Repeat => Some(Workload::Repeat),
@@ -225,9 +231,7 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
         n_prompt: args.n_prompt,
         n_predict: args.n_predict,
         ctx_size: args.ctx_size,
-        threads: args
-            .threads
-            .unwrap_or_else(crate::pocket_bench::default_threads),
+        threads: args.threads(),
         repetitions: args.reps,
         engines,
         workload,

@@ -31,9 +31,7 @@ pub fn run(args: &ServeBenchArgs, workloads: Vec<SpecWorkload>) -> CliResult {
         workloads,
         n_predict: args.n_predict,
         ctx_size: args.ctx_size,
-        threads: args
-            .threads
-            .unwrap_or_else(crate::pocket_bench::default_threads),
+        threads: args.threads(),
         repetitions: args.reps,
         engines,
         spec_args,

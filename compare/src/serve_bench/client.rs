@@ -108,6 +108,31 @@ pub async fn post_json(
     serde_json::from_str(&text).map_err(|e| ServeBenchError::Http(format!("POST {path}: {e}")))
 }
 
+/// The server's token ids of `text` (special tokens in it parsed; BOS added with
+/// `add_special`); an error for none.
+pub async fn tokenize(
+    addr: SocketAddr,
+    text: &str,
+    add_special: bool,
+) -> Result<Vec<u32>, ServeBenchError> {
+    let body =
+        serde_json::json!({"content": text, "add_special": add_special, "parse_special": true});
+    let v = post_json(addr, "/tokenize", &body).await?;
+    let ids: Vec<u32> = v["tokens"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|t| t as u32)
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return Err(ServeBenchError::EmptyPrompt);
+    }
+    Ok(ids)
+}
+
 /// Streams one `/completion` request and times it.
 pub async fn stream_completion(
     addr: SocketAddr,

@@ -292,24 +292,7 @@ async fn fixed_prompt(
         Workload::Repeat => PROMPT_TEXT,
         Workload::Prose => PROSE_TEXT,
     };
-    let v = client::post_json(
-        addr,
-        "/tokenize",
-        &json!({"content": text, "add_special": false}),
-    )
-    .await?;
-    let ids: Vec<u32> = v["tokens"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_u64())
-                .map(|t| t as u32)
-                .collect()
-        })
-        .unwrap_or_default();
-    if ids.is_empty() {
-        return Err(ServeBenchError::EmptyPrompt);
-    }
+    let ids = client::tokenize(addr, text, false).await?;
     if workload == Workload::Prose && ids.len() < n {
         return Err(ServeBenchError::ProseTooShort {
             tokens: ids.len(),

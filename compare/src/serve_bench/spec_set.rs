@@ -3,7 +3,7 @@
 //! rounds of one greedy streamed request per server, the servers' order rotating round by
 //! round so that drift in the machine's load is shared.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
@@ -53,7 +53,7 @@ pub fn run(plan: &SpecPlan) -> Result<Vec<SpecModel>, ServeBenchError> {
     })
 }
 
-async fn measure_model(plan: &SpecPlan, model: &PathBuf) -> Result<SpecModel, ServeBenchError> {
+async fn measure_model(plan: &SpecPlan, model: &Path) -> Result<SpecModel, ServeBenchError> {
     let name = super::model_name(model);
     let format = PromptFormat::of_model(model)?;
     let mut workloads = Vec::new();
@@ -63,7 +63,7 @@ async fn measure_model(plan: &SpecPlan, model: &PathBuf) -> Result<SpecModel, Se
         for &engine in &plan.engines {
             for spec in [false, true] {
                 let launch = Launch {
-                    model: model.clone(),
+                    model: model.to_path_buf(),
                     ctx_size: plan.ctx_size,
                     slots: 1,
                     threads: plan.threads,

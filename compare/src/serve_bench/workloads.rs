@@ -111,21 +111,7 @@ pub async fn prompt_ids(
         }
         PromptFormat::Completion => (completion_prompt(workload.text()), true),
     };
-    let body = json!({"content": text, "add_special": add_special, "parse_special": true});
-    let v = client::post_json(addr, "/tokenize", &body).await?;
-    let ids: Vec<u32> = v["tokens"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_u64())
-                .map(|t| t as u32)
-                .collect()
-        })
-        .unwrap_or_default();
-    if ids.is_empty() {
-        return Err(ServeBenchError::EmptyPrompt);
-    }
-    Ok(ids)
+    client::tokenize(addr, &text, add_special).await
 }
 
 #[cfg(test)]
