@@ -33,7 +33,8 @@ pub fn find_receipts(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Whether the file at `path` is another benchmark's receipt (the serving benchmark's,
-/// `"kind": "pocket-serve-bench"`): it has its own history and is neither loaded nor an error.
+/// `"kind": "pocket-serve-bench"`, or its speculative workload set's, `"pocket-spec-bench"`):
+/// it has its own history and is neither loaded nor an error.
 pub fn is_other_kind(path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return false;
@@ -41,7 +42,9 @@ pub fn is_other_kind(path: &Path) -> bool {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
         return false;
     };
-    value.get("kind").and_then(|k| k.as_str()) == Some(crate::serve_bench::receipt::KIND)
+    let kind = value.get("kind").and_then(|k| k.as_str());
+    kind == Some(crate::serve_bench::receipt::KIND)
+        || kind == Some(crate::serve_bench::spec_receipt::KIND)
 }
 
 /// The `pocket compare` receipts under `dir`, oldest first, and a message for each file that

@@ -157,10 +157,19 @@ fn every_stored_receipt_in_the_tree_loads() {
     let mut serve = 0;
     for path in history::find_receipts(&results).unwrap() {
         if history::is_other_kind(&path) {
+            use pocket_compare::serve_bench::{receipt, spec_receipt};
             let text = std::fs::read_to_string(&path).unwrap();
-            let r: pocket_compare::serve_bench::receipt::ServeReceipt =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert_eq!(r.kind, pocket_compare::serve_bench::receipt::KIND);
+            let kind: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let fail = |e: serde_json::Error| -> ! { panic!("{}: {e}", path.display()) };
+            if kind["kind"] == spec_receipt::KIND {
+                let r: spec_receipt::SpecReceipt =
+                    serde_json::from_str(&text).unwrap_or_else(|e| fail(e));
+                assert_eq!(r.run.kind, spec_receipt::KIND);
+            } else {
+                let r: receipt::ServeReceipt =
+                    serde_json::from_str(&text).unwrap_or_else(|e| fail(e));
+                assert_eq!(r.run.kind, receipt::KIND);
+            }
             serve += 1;
         }
     }

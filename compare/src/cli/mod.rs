@@ -17,6 +17,7 @@ mod run_probs;
 mod score_cmd;
 mod serve_bench_cmd;
 pub mod spec_args;
+mod spec_bench_cmd;
 mod synth_cmd;
 
 #[derive(Parser)]
@@ -126,6 +127,15 @@ pub enum CliError {
         count: usize,
         baseline: std::path::PathBuf,
     },
+    #[error(
+        "--workload takes repeat or prose alone, or the speculative set's workloads \
+         (extraction, quoting, code, story, or set for all four), not both"
+    )]
+    WorkloadMix,
+    #[error("--workload set measures one stream: -np must be 1, not {0:?}")]
+    SpecSetStreams(Vec<usize>),
+    #[error("--workload set compares speculation with none: --spec-type none measures nothing")]
+    SpecSetWithoutSpec,
     #[error("--q4-1-group must be 32 or 64, not {0}")]
     Q4_1Group(u32),
     #[error("cannot read the base vocabulary {}: {source} (fetch it with bash compare/provision-llama.sh, or pass --vocab-from)", path.display())]

@@ -4,9 +4,12 @@
 //!                  [-t 2] [-r 3] [--engines pocket,llama-server] [--results DIR]
 //!                  [--workload repeat|prose] [--spec-type none|ngram-simple|draft-simple]
 //!                  [-md DRAFT] [--spec-draft-n-max 8]
+//!   pocket compare --serve -m MODEL --workload set|extraction,quoting,code,story
+//!                  [--spec-type ngram-simple] [-n 64] [-r 3] ...
 //!
 //! Writes results/<date>-<machine>-serve/ (receipt.json, report.md, throughput.svg) and
-//! prints the directory; progress goes to stderr.
+//! prints the directory; progress goes to stderr. The speculative workload set writes
+//! results/<date>-<machine>-spec-workloads/ (`spec_bench_cmd`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -15,8 +18,9 @@ use clap::Parser;
 
 use super::engine_args::positive;
 use super::spec_args::{SpecArgsError, SpecKind};
-use super::CliResult;
+use super::{CliError, CliResult};
 use crate::serve_bench::server::Engine;
+use crate::serve_bench::workloads::SpecWorkload;
 use crate::serve_bench::{self, report, Plan, Workload};
 
 #[derive(Parser, Debug, Clone)]
@@ -29,9 +33,10 @@ pub struct ServeBenchArgs {
     /// Model file(s); repeat -m or separate with commas.
     #[arg(short, long = "model", required = true, value_delimiter = ',')]
     pub model: Vec<PathBuf>,
-    /// `-np`: concurrent streams, comma-separated; each level starts both servers with `-np` = streams.
-    #[arg(long = "parallel", value_delimiter = ',', default_value = "1,2,4,8", value_parser = positive_usize)]
-    pub parallel: Vec<usize>,
+    /// `-np`: concurrent streams, comma-separated; each level starts both servers with
+    /// `-np` = streams [default: 1,2,4,8; the speculative set: 1].
+    #[arg(long = "parallel", value_delimiter = ',', value_parser = positive_usize)]
+    pub parallel: Option<Vec<usize>>,
     /// Prompt tokens per request (the same token ids for both servers).
     #[arg(short = 'p', long = "n-prompt", default_value_t = 128, value_parser = positive_usize)]
     pub n_prompt: usize,
@@ -56,9 +61,11 @@ pub struct ServeBenchArgs {
     /// Where the results directory goes.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub results: PathBuf,
-    /// The prompt's text: `repeat` (one paragraph repeated: copy-heavy) or `prose`.
-    #[arg(long, value_enum, default_value = "repeat")]
-    pub workload: Workload,
+    /// The prompt: `repeat` (one paragraph repeated: copy-heavy) or `prose`, cut to -p
+    /// tokens; or the speculative set's requests (comma-separated, `set` for all):
+    /// extraction, quoting, code, story.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "repeat")]
+    pub workload: Vec<WorkloadArg>,
     /// Speculative decoding in both servers (llama-server's `--spec-type`): none,
     /// ngram-simple, or draft-simple (with -md) [default: draft-simple with -md, else none].
     #[arg(long = "spec-type", value_enum)]
@@ -71,6 +78,28 @@ pub struct ServeBenchArgs {
     pub spec_draft_n_max: usize,
 }
 
+/// A `--workload` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkloadArg {
+    Repeat,
+    Prose,
+    Extraction,
+    Quoting,
+    Code,
+    Story,
+    /// extraction, quoting, code and story.
+    Set,
+}
+
+/// What `--workload` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkloadMode {
+    /// The concurrency benchmark with a prompt of -p tokens.
+    Streams(Workload),
+    /// The speculative-decoding workload set.
+    SpecSet(Vec<SpecWorkload>),
+}
+
 /// Speculative decoding both servers run from the same flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchSpec {
@@ -81,6 +110,42 @@ pub enum BenchSpec {
 }
 
 impl ServeBenchArgs {
+    /// `-t`, or the physical cores.
+    pub fn threads(&self) -> u32 {
+        self.threads
+            .unwrap_or_else(crate::pocket_bench::default_threads)
+    }
+
+    pub fn mode(&self) -> Result<WorkloadMode, CliError> {
+        let single = |w: WorkloadArg| match w {
+            WorkloadArg::Repeat => Some(Workload::Repeat),
+            WorkloadArg::Prose => Some(Workload::Prose),
+            _ => None,
+        };
+        if let [w] = self.workload[..] {
+            if let Some(w) = single(w) {
+                return Ok(WorkloadMode::Streams(w));
+            }
+        }
+        let mut set = Vec::new();
+        for &w in &self.workload {
+            let add: &[SpecWorkload] = match w {
+                WorkloadArg::Repeat | WorkloadArg::Prose => return Err(CliError::WorkloadMix),
+                WorkloadArg::Extraction => &[SpecWorkload::Extraction],
+                WorkloadArg::Quoting => &[SpecWorkload::Quoting],
+                WorkloadArg::Code => &[SpecWorkload::Code],
+                WorkloadArg::Story => &[SpecWorkload::Story],
+                WorkloadArg::Set => &SpecWorkload::ALL,
+            };
+            for a in add {
+                if !set.contains(a) {
+                    set.push(*a);
+                }
+            }
+        }
+        Ok(WorkloadMode::SpecSet(set))
+    }
+
     /// The speculative decoding flags both servers get (llama-server's spelling, which
     /// `pocket serve` shares); refuses a draft model without draft-simple and the reverse.
     pub fn server_args(&self) -> Result<Vec<String>, SpecArgsError> {
@@ -152,39 +217,24 @@ pub fn parse(args: Vec<OsString>) -> ServeBenchArgs {
 }
 
 pub fn run(args: ServeBenchArgs) -> CliResult {
-    let server_args = args.server_args()?;
-    for m in args.model.iter().chain(&args.model_draft) {
-        if !m.is_file() {
-            return Err(crate::Error::ModelNotFound(m.clone()));
-        }
-    }
-    let llama_server = match &args.llama_server {
-        Some(p) => p.clone(),
-        None if args.engines.contains(&Engine::LlamaServer) => {
-            // Only the reference build has llama-server (no llama-bench needed here).
-            let cache = crate::llama_bench::cache_dir();
-            let tools = crate::llama_bench::LlamaTools {
-                native_dir: cache.join("llama.cpp-native"),
-                reference_dir: cache.join("llama.cpp-build"),
-            };
-            tools.reference_tool("llama-server")?
-        }
-        None => PathBuf::new(),
+    let workload = match args.mode()? {
+        WorkloadMode::SpecSet(set) => return super::spec_bench_cmd::run(&args, set),
+        WorkloadMode::Streams(w) => w,
     };
+    let server_args = args.server_args()?;
+    let llama_server = checked_paths(&args)?;
     let mut engines = args.engines.clone();
     engines.dedup();
     let plan = Plan {
         models: args.model.clone(),
-        streams: args.parallel.clone(),
+        streams: args.parallel.clone().unwrap_or_else(|| vec![1, 2, 4, 8]),
         n_prompt: args.n_prompt,
         n_predict: args.n_predict,
         ctx_size: args.ctx_size,
-        threads: args
-            .threads
-            .unwrap_or_else(crate::pocket_bench::default_threads),
+        threads: args.threads(),
         repetitions: args.reps,
         engines,
-        workload: args.workload,
+        workload,
         server_args,
         pocket_exe: std::env::current_exe()?,
         llama_server,
@@ -196,6 +246,29 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
     eprint!("{}", report::report_md(&receipt));
     println!("{}", dir.display());
     Ok(())
+}
+
+/// Refuses a missing model file; llama-server's binary (the reference build's unless
+/// `--llama-server` names one; none when it is not measured).
+pub fn checked_paths(args: &ServeBenchArgs) -> Result<PathBuf, crate::Error> {
+    for m in args.model.iter().chain(&args.model_draft) {
+        if !m.is_file() {
+            return Err(crate::Error::ModelNotFound(m.clone()));
+        }
+    }
+    Ok(match &args.llama_server {
+        Some(p) => p.clone(),
+        None if args.engines.contains(&Engine::LlamaServer) => {
+            // Only the reference build has llama-server (no llama-bench needed here).
+            let cache = crate::llama_bench::cache_dir();
+            let tools = crate::llama_bench::LlamaTools {
+                native_dir: cache.join("llama.cpp-native"),
+                reference_dir: cache.join("llama.cpp-build"),
+            };
+            tools.reference_tool("llama-server")?
+        }
+        None => PathBuf::new(),
+    })
 }
 
 #[cfg(test)]
@@ -241,5 +314,28 @@ mod tests {
             args(&["--spec-type", "ngram-simple", "-md", "d.gguf"]).server_args(),
             Err(SpecArgsError::UnusedDraftModel(SpecKind::NgramSimple))
         ));
+    }
+
+    #[test]
+    fn workloads_select_the_benchmark() {
+        let mode = |w: &str| args(&["--workload", w]).mode();
+        assert_eq!(
+            args(&[]).mode().unwrap(),
+            WorkloadMode::Streams(Workload::Repeat)
+        );
+        assert_eq!(
+            mode("prose").unwrap(),
+            WorkloadMode::Streams(Workload::Prose)
+        );
+        assert_eq!(
+            mode("set").unwrap(),
+            WorkloadMode::SpecSet(SpecWorkload::ALL.to_vec())
+        );
+        assert_eq!(
+            mode("code,quoting,code").unwrap(),
+            WorkloadMode::SpecSet(vec![SpecWorkload::Code, SpecWorkload::Quoting])
+        );
+        assert!(matches!(mode("repeat,code"), Err(CliError::WorkloadMix)));
+        assert!(matches!(mode("repeat,prose"), Err(CliError::WorkloadMix)));
     }
 }

@@ -37,6 +37,11 @@ pub struct StreamTiming {
     pub server_prompt_n: Option<u64>,
     pub server_prompt_ms: Option<f64>,
     pub server_predicted_ms: Option<f64>,
+    /// Speculative tokens the server drafted and kept (None: nothing drafted).
+    pub draft_n: Option<u64>,
+    pub draft_n_accepted: Option<u64>,
+    /// The generated text (the token events' contents joined).
+    pub text: String,
 }
 
 /// Sends one request on a new connection; the response with its body still unread.
@@ -103,6 +108,31 @@ pub async fn post_json(
     serde_json::from_str(&text).map_err(|e| ServeBenchError::Http(format!("POST {path}: {e}")))
 }
 
+/// The server's token ids of `text` (special tokens in it parsed; BOS added with
+/// `add_special`); an error for none.
+pub async fn tokenize(
+    addr: SocketAddr,
+    text: &str,
+    add_special: bool,
+) -> Result<Vec<u32>, ServeBenchError> {
+    let body =
+        serde_json::json!({"content": text, "add_special": add_special, "parse_special": true});
+    let v = post_json(addr, "/tokenize", &body).await?;
+    let ids: Vec<u32> = v["tokens"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|t| t as u32)
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return Err(ServeBenchError::EmptyPrompt);
+    }
+    Ok(ids)
+}
+
 /// Streams one `/completion` request and times it.
 pub async fn stream_completion(
     addr: SocketAddr,
@@ -137,6 +167,7 @@ async fn stream_inner(addr: SocketAddr, body: &Value) -> Result<StreamTiming, Se
     let mut parser = SseParser::default();
     let mut first: Option<Instant> = None;
     let mut token_events = 0u64;
+    let mut text = String::new();
     while let Some(frame) = body_in.frame().await {
         let frame = frame.map_err(|e| ServeBenchError::Http(format!("reading the stream: {e}")))?;
         let Some(data) = frame.data_ref() else {
@@ -145,9 +176,10 @@ async fn stream_inner(addr: SocketAddr, body: &Value) -> Result<StreamTiming, Se
         let now = Instant::now();
         for event in parser.push(data) {
             match parse_chunk(&event)? {
-                Chunk::Token => {
+                Chunk::Token(piece) => {
                     first.get_or_insert(now);
                     token_events += 1;
+                    text.push_str(&piece);
                 }
                 Chunk::Final(f) => {
                     let first = first.ok_or_else(|| {
@@ -163,6 +195,9 @@ async fn stream_inner(addr: SocketAddr, body: &Value) -> Result<StreamTiming, Se
                         server_prompt_n: f.prompt_n,
                         server_prompt_ms: f.prompt_ms,
                         server_predicted_ms: f.predicted_ms,
+                        draft_n: f.draft_n,
+                        draft_n_accepted: f.draft_n_accepted,
+                        text,
                     });
                 }
             }

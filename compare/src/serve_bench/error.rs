@@ -48,6 +48,17 @@ pub enum ServeBenchError {
     EmptyPrompt,
     #[error("the prose workload has {tokens} tokens, fewer than -p {n_prompt}: lower -p")]
     ProseTooShort { tokens: usize, n_prompt: usize },
+    #[error("reading the model: {0}")]
+    Model(String),
+    #[error(
+        "{engine} reported {accepted} accepted drafts in a request of {predicted} tokens: \
+         more than the {predicted} - 1 tokens after the first"
+    )]
+    DraftCount {
+        engine: &'static str,
+        accepted: u64,
+        predicted: u64,
+    },
     #[error("interrupted (Ctrl-C); the servers were stopped")]
     Interrupted,
     #[error(transparent)]

@@ -14,7 +14,11 @@ mod error;
 pub mod receipt;
 pub mod report;
 pub mod server;
+pub mod spec_receipt;
+pub mod spec_report;
+pub mod spec_set;
 pub mod sse;
+pub mod workloads;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,7 +30,7 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 pub use error::ServeBenchError;
-use receipt::{Batch, Level, ModelResult, ServeReceipt, Settings};
+use receipt::{Batch, Level, ModelResult, RunInfo, ServeReceipt, Settings};
 use server::{Engine, Launch, ServerProcess};
 
 /// Which text the prompt is cut from.
@@ -105,16 +109,46 @@ impl Plan {
 /// Runs the plan; Ctrl-C stops it (and the servers) with [`ServeBenchError::Interrupted`].
 pub fn run(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
     plan.check()?;
+    interruptible(bench(plan))
+}
+
+/// Runs `work` to its end or to Ctrl-C ([`ServeBenchError::Interrupted`]; the servers it
+/// started are dropped, so killed, either way).
+fn interruptible<T>(
+    work: impl std::future::Future<Output = Result<T, ServeBenchError>>,
+) -> Result<T, ServeBenchError> {
     // One thread: the client does little work, and leaves the cores to the servers.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         tokio::select! {
-            r = bench(plan) => r,
+            r = work => r,
             _ = tokio::signal::ctrl_c() => Err(ServeBenchError::Interrupted),
         }
     })
+}
+
+/// The model's file name without `.gguf`.
+fn model_name(model: &std::path::Path) -> String {
+    model.file_stem().map_or_else(
+        || model.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+/// `r`, if it generated exactly `n_predict` tokens (as `ignore_eos` asks).
+fn check_count(
+    r: client::StreamTiming,
+    n_predict: u64,
+) -> Result<client::StreamTiming, ServeBenchError> {
+    if r.tokens_predicted != n_predict || r.token_events != n_predict {
+        return Err(ServeBenchError::TokenCount {
+            got: r.tokens_predicted.min(r.token_events),
+            want: n_predict,
+        });
+    }
+    Ok(r)
 }
 
 /// The constant fields of every request.
@@ -131,10 +165,7 @@ pub fn request_fields(n_predict: usize) -> Value {
 async fn bench(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
     let mut results = Vec::new();
     for model in &plan.models {
-        let name = model.file_stem().map_or_else(
-            || model.display().to_string(),
-            |s| s.to_string_lossy().into_owned(),
-        );
+        let name = model_name(model);
         let mut levels = Vec::new();
         let mut prompt: Option<Vec<u32>> = None;
         for &streams in &plan.streams {
@@ -246,13 +277,7 @@ async fn run_batch(
     let mut requests = Vec::with_capacity(streams);
     while let Some(r) = set.join_next().await {
         let r = r.map_err(|e| ServeBenchError::Http(format!("request task: {e}")))??;
-        if r.tokens_predicted != n_predict || r.token_events != n_predict {
-            return Err(ServeBenchError::TokenCount {
-                got: r.tokens_predicted.min(r.token_events),
-                want: n_predict,
-            });
-        }
-        requests.push(r);
+        requests.push(check_count(r, n_predict)?);
     }
     Ok(Batch { started, requests })
 }
@@ -267,24 +292,7 @@ async fn fixed_prompt(
         Workload::Repeat => PROMPT_TEXT,
         Workload::Prose => PROSE_TEXT,
     };
-    let v = client::post_json(
-        addr,
-        "/tokenize",
-        &json!({"content": text, "add_special": false}),
-    )
-    .await?;
-    let ids: Vec<u32> = v["tokens"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_u64())
-                .map(|t| t as u32)
-                .collect()
-        })
-        .unwrap_or_default();
-    if ids.is_empty() {
-        return Err(ServeBenchError::EmptyPrompt);
-    }
+    let ids = client::tokenize(addr, text, false).await?;
     if workload == Workload::Prose && ids.len() < n {
         return Err(ServeBenchError::ProseTooShort {
             tokens: ids.len(),
@@ -300,17 +308,35 @@ fn progress(msg: &str) {
 
 /// The whole receipt of a finished run.
 pub fn receipt_of(plan: &Plan, models: Vec<ModelResult>, load_before: Option<f64>) -> ServeReceipt {
-    let build = plan
-        .llama_server
+    ServeReceipt {
+        run: run_info(
+            receipt::KIND,
+            &plan.engines,
+            &plan.llama_server,
+            load_before,
+        ),
+        settings: plan.settings(),
+        models,
+    }
+}
+
+/// The receipt's head: when, which commit and llama-server build, on what machine.
+pub fn run_info(
+    kind: &str,
+    engines: &[Engine],
+    llama_server: &std::path::Path,
+    load_before: Option<f64>,
+) -> RunInfo {
+    let build = llama_server
         .parent()
         .and_then(|bin| bin.parent())
         .map(|d| d.join("BUILD_INFO"));
     let llama_server_build = build
-        .filter(|_| plan.engines.contains(&Engine::LlamaServer))
+        .filter(|_| engines.contains(&Engine::LlamaServer))
         .and_then(|p| std::fs::read_to_string(p).ok())
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "));
-    ServeReceipt {
-        kind: receipt::KIND.into(),
+    RunInfo {
+        kind: kind.into(),
         created: crate::receipt::utc_now(),
         pocket_commit: crate::sysinfo::pocket_commit(std::path::Path::new(env!(
             "CARGO_MANIFEST_DIR"
@@ -319,8 +345,6 @@ pub fn receipt_of(plan: &Plan, models: Vec<ModelResult>, load_before: Option<f64
         machine_name: crate::sysinfo::machine_name(),
         sysinfo: crate::sysinfo::SysInfo::detect(),
         load_average: [load_before, load_average()],
-        settings: plan.settings(),
-        models,
     }
 }
 

@@ -20,6 +20,17 @@ pub const TARGET_VS_LLAMA: f64 = 1.5;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServeReceipt {
+    #[serde(flatten)]
+    pub run: RunInfo,
+    pub settings: Settings,
+    pub models: Vec<ModelResult>,
+}
+
+/// Where and with what a benchmark ran: the fields every serving receipt starts with
+/// (this one's and the speculative workload set's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// [`KIND`] or [`super::spec_receipt::KIND`].
     pub kind: String,
     pub created: String,
     pub pocket_commit: String,
@@ -29,8 +40,6 @@ pub struct ServeReceipt {
     pub sysinfo: SysInfo,
     /// `/proc/loadavg`'s 1-minute figure before and after (other work on the machine).
     pub load_average: [Option<f64>; 2],
-    pub settings: Settings,
-    pub models: Vec<ModelResult>,
 }
 
 /// What every level ran with.
@@ -97,6 +106,11 @@ pub struct RequestRecord {
     pub server_prompt_n: Option<u64>,
     pub server_prompt_ms: Option<f64>,
     pub server_predicted_ms: Option<f64>,
+    /// `timings.draft_n` / `draft_n_accepted` (absent when nothing was drafted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_n: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_n_accepted: Option<u64>,
 }
 
 /// Ratios of aggregate tokens/s, keyed by the number of streams.
@@ -159,7 +173,8 @@ impl Level {
     }
 }
 
-fn record(rep: u32, r: &StreamTiming) -> RequestRecord {
+/// One request as the receipt keeps it (the `rep`-th batch's).
+pub fn record(rep: u32, r: &StreamTiming) -> RequestRecord {
     RequestRecord {
         rep,
         ttft_ms: r.ttft.as_secs_f64() * 1e3,
@@ -170,6 +185,8 @@ fn record(rep: u32, r: &StreamTiming) -> RequestRecord {
         server_prompt_n: r.server_prompt_n,
         server_prompt_ms: r.server_prompt_ms,
         server_predicted_ms: r.server_predicted_ms,
+        draft_n: r.draft_n,
+        draft_n_accepted: r.draft_n_accepted,
     }
 }
 

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use super::receipt::{ModelResult, ServeReceipt, TARGET_SCALING, TARGET_STREAMS, TARGET_VS_LLAMA};
+use super::receipt::{
+    ModelResult, RunInfo, ServeReceipt, TARGET_SCALING, TARGET_STREAMS, TARGET_VS_LLAMA,
+};
 use super::server::Engine;
 use crate::{Error, Result};
 
@@ -15,23 +17,38 @@ const LLAMA: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 
 /// `root/<date>-<machine>-serve/` with the receipt, report and plot; returns the directory.
 pub fn write_results_dir(receipt: &ServeReceipt, root: &Path) -> Result<PathBuf> {
-    let date = receipt.created.get(..10).unwrap_or("undated");
-    let dir = root.join(format!("{date}-{}-serve", receipt.machine_name));
+    write_dir(
+        &receipt.run,
+        root,
+        "serve",
+        &[
+            ("receipt.json", serde_json::to_string_pretty(receipt)?),
+            ("throughput.svg", throughput_svg(receipt)?),
+            ("report.md", report_md(receipt)),
+        ],
+    )
+}
+
+/// Writes `files` (name, text) into `root/<date>-<machine>-<suffix>/`; returns the directory.
+pub fn write_dir(
+    run: &RunInfo,
+    root: &Path,
+    suffix: &str,
+    files: &[(&str, String)],
+) -> Result<PathBuf> {
+    let date = run.created.get(..10).unwrap_or("undated");
+    let dir = root.join(format!("{date}-{}-{suffix}", run.machine_name));
     std::fs::create_dir_all(&dir).map_err(Error::file(&dir))?;
-    let write = |name: &str, text: &str| -> Result<()> {
+    for (name, text) in files {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(Error::file(path))
-    };
-    write("receipt.json", &serde_json::to_string_pretty(receipt)?)?;
-    write("throughput.svg", &throughput_svg(receipt)?)?;
-    write("report.md", &report_md(receipt))?;
+        std::fs::write(&path, text).map_err(Error::file(path))?;
+    }
     Ok(dir)
 }
 
-/// The markdown report.
-pub fn report_md(r: &ServeReceipt) -> String {
-    let s = &r.settings;
-    let mut out = format!("# pocket serve vs llama-server — {}\n\n", r.created);
+/// The report's title and its lines on the commit, llama-server build and machine.
+pub fn run_header(title: &str, r: &RunInfo) -> String {
+    let mut out = format!("# {title} — {}\n\n", r.created);
     let _ = writeln!(out, "- pocket: `{}`", r.pocket_commit);
     if let Some(b) = &r.llama_server_build {
         let _ = writeln!(out, "- llama-server: {b}");
@@ -46,6 +63,13 @@ pub fn report_md(r: &ServeReceipt) -> String {
         load(r.load_average[0]),
         load(r.load_average[1])
     );
+    out
+}
+
+/// The markdown report.
+pub fn report_md(r: &ServeReceipt) -> String {
+    let s = &r.settings;
+    let mut out = run_header("pocket serve vs llama-server", &r.run);
     let _ = writeln!(
         out,
         "- each request: a {}-token prompt (the same token ids for both), {} generated tokens, `{}`",

@@ -56,7 +56,7 @@ fn event_data(block: &str) -> Option<String> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Chunk {
     /// A generated piece (possibly empty text: a token inside a multi-byte character).
-    Token,
+    Token(String),
     /// The last event: what the server says it generated and evaluated.
     Final(FinalStats),
 }
@@ -71,6 +71,10 @@ pub struct FinalStats {
     /// `timings.prompt_ms` / `predicted_ms`, when the server sends them.
     pub prompt_ms: Option<f64>,
     pub predicted_ms: Option<f64>,
+    /// `timings.draft_n` / `draft_n_accepted`: speculative tokens drafted and kept (both
+    /// servers send them only when something was drafted).
+    pub draft_n: Option<u64>,
+    pub draft_n_accepted: Option<u64>,
 }
 
 /// Reads one `data` payload of a native completion stream.
@@ -83,7 +87,12 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, ServeBenchError> {
         )));
     }
     match v.get("stop").and_then(Value::as_bool) {
-        Some(false) => Ok(Chunk::Token),
+        Some(false) => Ok(Chunk::Token(
+            v.get("content")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        )),
         Some(true) => {
             let count = |k: &str| v.get(k).and_then(Value::as_u64);
             let timing = |k: &str| {
@@ -98,6 +107,8 @@ pub fn parse_chunk(data: &str) -> Result<Chunk, ServeBenchError> {
                 prompt_n: timing("prompt_n").map(|n| n as u64),
                 prompt_ms: timing("prompt_ms"),
                 predicted_ms: timing("predicted_ms"),
+                draft_n: timing("draft_n").map(|n| n as u64),
+                draft_n_accepted: timing("draft_n_accepted").map(|n| n as u64),
             }))
         }
         None => Err(bad("event without a boolean \"stop\"")),
@@ -131,13 +142,44 @@ mod tests {
         }
         let chunks: Vec<Chunk> = events.iter().map(|d| parse_chunk(d).unwrap()).collect();
         let (last, tokens) = chunks.split_last().unwrap();
-        assert_eq!(tokens, &[Chunk::Token, Chunk::Token, Chunk::Token]);
+        let text = [" and", " traders", " from"].map(|t| Chunk::Token(t.into()));
+        assert_eq!(tokens, &text);
         let Chunk::Final(f) = last else {
             panic!("no final event: {last:?}")
         };
         assert_eq!(f.tokens_predicted, 3);
         assert_eq!(f.tokens_evaluated, 16);
         assert!(f.prompt_ms.unwrap() > 0.0 && f.predicted_ms.unwrap() > 0.0);
+        // Nothing drafted: llama-server leaves the draft counts out.
+        assert_eq!((f.draft_n, f.draft_n_accepted), (None, None));
+    }
+
+    /// Captured from llama-server b11434 started with `--spec-type ngram-simple
+    /// --spec-draft-n-max 8` (SmolLM2-135M-Instruct Q4_1, `-np 1`): the quoting workload's
+    /// chat prompt as token ids, `n_predict` 24, greedy, streamed, with curl.
+    const LLAMA_SERVER_SPEC_STREAM: &str = include_str!("llama_server_spec_stream.txt");
+
+    #[test]
+    fn reads_llama_servers_draft_counts_and_text() {
+        let mut p = SseParser::default();
+        let events = p.push(LLAMA_SERVER_SPEC_STREAM.as_bytes());
+        let chunks: Vec<Chunk> = events.iter().map(|d| parse_chunk(d).unwrap()).collect();
+        let (last, tokens) = chunks.split_last().unwrap();
+        let text: String = tokens
+            .iter()
+            .map(|c| match c {
+                Chunk::Token(t) => t.as_str(),
+                Chunk::Final(_) => panic!("a final event before the last"),
+            })
+            .collect();
+        // The passage the prompt asks to repeat, copied.
+        assert!(text.starts_with("The old railway station stood at the edge of the town"));
+        assert_eq!(tokens.len(), 24);
+        let Chunk::Final(f) = last else {
+            panic!("no final event: {last:?}")
+        };
+        assert_eq!(f.tokens_predicted, 24);
+        assert_eq!((f.draft_n, f.draft_n_accepted), (Some(11), Some(4)));
     }
 
     #[test]
