@@ -76,6 +76,10 @@ pub struct ServeBenchArgs {
     /// Most drafted tokens per verify step in both servers (`--spec-draft-n-max`).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub spec_draft_n_max: usize,
+    /// ngram-simple's lookup length in both servers (`--spec-ngram-simple-size-n`; the
+    /// servers' default, 12, when not given).
+    #[arg(long, value_name = "N")]
+    pub spec_ngram_simple_size_n: Option<usize>,
 }
 
 /// A `--workload` value.
@@ -167,10 +171,16 @@ impl ServeBenchArgs {
         ];
         Ok(match (kind, &self.model_draft) {
             (BenchSpec::None, _) => Vec::new(),
-            (BenchSpec::NgramSimple, _) => ["--spec-type".into(), "ngram-simple".into()]
-                .into_iter()
-                .chain(n_max)
-                .collect(),
+            (BenchSpec::NgramSimple, _) => {
+                let size_n = self.spec_ngram_simple_size_n.iter();
+                let size_n =
+                    size_n.flat_map(|n| ["--spec-ngram-simple-size-n".into(), n.to_string()]);
+                ["--spec-type".into(), "ngram-simple".into()]
+                    .into_iter()
+                    .chain(n_max)
+                    .chain(size_n)
+                    .collect()
+            }
             (BenchSpec::DraftSimple, draft) => {
                 let draft = draft.as_ref().ok_or(SpecArgsError::NoDraftModel)?;
                 [
