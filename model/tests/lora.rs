@@ -2,7 +2,7 @@
 //! way an adapter can be wrong is its own error; scale 0 is the base model bit for bit;
 //! rows of different sequences in one batch each apply their own sequence's adapters (bit
 //! for bit what they give alone); `--lora-merge` agrees with run-time application within
-//! the requantization's cost. Parity with llama.cpp's `--lora`: tests/lora_cli.rs.
+//! 2 % of perplexity. Parity with llama.cpp's `--lora`: tests/lora_cli.rs.
 
 use std::sync::Arc;
 
@@ -363,10 +363,12 @@ fn merged_agrees_with_run_time_application() {
         (merged - ppl_base).abs() / ppl_base > 0.01,
         "the merge barely moves perplexity"
     );
-    // The merge's cost: every adapted matrix is rounded to Q4_1 a second time (dequantized,
-    // updated, requantized), which adds a full quantization noise to all of them: measured
-    // 12.7 % of PPL here (run-time 68.9, merged 77.6, base 50.6). The bound holds that
-    // figure; a merge that dropped or doubled the update would land far outside it.
-    assert!(rel < 0.2, "merged PPL {merged} vs run-time {run_time}");
+    // The merged matrices are Q8_0 (`lora::prepare::merged_type`): their rounding is far
+    // below the Q4_1 base's, so merged and run-time application (bf16 A and B) agree to
+    // within 2 %: measured 68.35 merged against 68.91 at run time (0.82 %). A Q4_1
+    // requantization was 12.7 % off (77.6), a merge that dropped the update would be 27 %
+    // off (base 50.6), one that scaled it by 0.9 was 6.1 % off (64.74: checked by breaking
+    // the merge once).
+    assert!(rel < 0.02, "merged PPL {merged} vs run-time {run_time}");
     std::fs::remove_dir_all(&dir).ok();
 }
