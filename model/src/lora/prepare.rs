@@ -138,17 +138,11 @@ pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), 
         // The projections packed as one matrix share a type.
         let qkv_one = matches!(w.qkv, Qkv::Fused(_));
         let gate_up_one = !matches!(w.gate_up, GateUp::Split { .. });
-        let group = |p: Proj| -> &[Proj] {
+        let group = |p: Proj| -> Vec<Proj> {
             match p {
-                Proj::Q | Proj::K | Proj::V if qkv_one => &[Proj::Q, Proj::K, Proj::V],
-                Proj::Gate | Proj::Up if gate_up_one => &[Proj::Gate, Proj::Up],
-                Proj::Q => &[Proj::Q],
-                Proj::K => &[Proj::K],
-                Proj::V => &[Proj::V],
-                Proj::Gate => &[Proj::Gate],
-                Proj::Up => &[Proj::Up],
-                Proj::Out => &[Proj::Out],
-                Proj::Down => &[Proj::Down],
+                Proj::Q | Proj::K | Proj::V if qkv_one => vec![Proj::Q, Proj::K, Proj::V],
+                Proj::Gate | Proj::Up if gate_up_one => vec![Proj::Gate, Proj::Up],
+                p => vec![p],
             }
         };
         // The bytes of each projection: the file's, or requantized with the adapter added.
@@ -157,12 +151,15 @@ pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), 
             let name = format!("blk.{l}.{}.weight", p.stem());
             let (info, bytes) = g.tensor(&name).map_err(|e| err(l, e.to_string()))?;
             let ty = info.ggml_type;
-            if !adapted(group(p)) {
-                return Ok((ty, bytes.to_vec()));
-            }
-            let n_in = info.dims.first().copied().unwrap_or(0) as usize;
-            let to = merged_type(ty);
-            Ok((to, merged((ty, bytes), to, n_in, &pairs_of(p), l)?))
+            let out = if adapted(&group(p)) {
+                let to = merged_type(ty);
+                (to, merged((ty, bytes), to, &pairs_of(p), l)?)
+            } else {
+                (ty, bytes.to_vec())
+            };
+            // Packed from the copy: the mapped pages need not stay resident too.
+            g.release_pages(bytes);
+            Ok(out)
         };
         let packed = |ty, bytes: &[u8], rows, cols| {
             PackedMatrix::pack(ty, bytes, rows, cols)
@@ -206,11 +203,10 @@ pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), 
 }
 
 /// `W + Σ s·B·A` requantized to `to`, over `pairs` (pair, final scale; none: `W` only
-/// converted), `W` of type `w.0` in rows of `n_in`.
+/// converted), `W` of type `w.0`.
 fn merged(
     w: (GgmlType, &[u8]),
     to: GgmlType,
-    n_in: usize,
     pairs: &[(&LoraPair, f32)],
     l: usize,
 ) -> Result<Vec<u8>, LoraError> {
@@ -220,6 +216,7 @@ fn merged(
     formats::dequantize(ty, w, &mut x).map_err(|e| err(l, e.to_string()))?;
     for &(p, s) in pairs {
         let (pa, pb) = (p.a.to_f32(), p.b_rows());
+        let n_in = p.n_in;
         for (o, row) in x.chunks_exact_mut(n_in).enumerate() {
             let b = &pb[o * p.rank..][..p.rank];
             for (r, &br) in b.iter().enumerate() {
