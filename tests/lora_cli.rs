@@ -180,9 +180,11 @@ fn smollm2_lora_greedy_text_matches_llama_completion() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// The synthetic MNN-Pocket-shape Q4_1 model (`pocket synth`, seed 7) in `dir`.
-fn mnn_pocket_model(dir: &Path) -> PathBuf {
+/// A new temporary directory with the synthetic MNN-Pocket-shape Q4_1 model (`pocket
+/// synth`, seed 7) and a rank-8 adapter for it (seed 3): (dir, model, adapter).
+fn mnn_pocket_with_adapter(tag: &str) -> (PathBuf, PathBuf, PathBuf) {
     common::fixture("llama.cpp/models/ggml-vocab-qwen2.gguf");
+    let dir = tmp(tag);
     let model = dir.join("mnn-pocket-q4_1.gguf");
     ok(
         pocket(&[
@@ -199,7 +201,9 @@ fn mnn_pocket_model(dir: &Path) -> PathBuf {
         ]),
         "pocket synth",
     );
-    model
+    let a = dir.join("a.gguf");
+    synth_adapter(&model, &a, "3");
+    (dir, model, a)
 }
 
 // The same on the MNN-Pocket shape (qwen3: Q/K norms, 28 layers, rank-8 adapter on all 7
@@ -208,10 +212,7 @@ fn mnn_pocket_model(dir: &Path) -> PathBuf {
 // near-ties are common: any difference in the adapter's sums would show.
 #[test]
 fn mnn_pocket_shape_lora_greedy_text_matches_llama_completion() {
-    let dir = tmp("mnn-greedy");
-    let model = mnn_pocket_model(&dir);
-    let a = dir.join("a.gguf");
-    synth_adapter(&model, &a, "3");
+    let (dir, model, a) = mnn_pocket_with_adapter("mnn-greedy");
     check_greedy("MNN-Pocket shape", &model, &a, "The capital of France is");
     check_greedy("MNN-Pocket shape", &model, &a, "def fibonacci(n):");
     std::fs::remove_dir_all(&dir).ok();
@@ -219,10 +220,7 @@ fn mnn_pocket_shape_lora_greedy_text_matches_llama_completion() {
 
 #[test]
 fn mnn_pocket_shape_lora_perplexity_matches_llama_cpp() {
-    let dir = tmp("mnn");
-    let model = mnn_pocket_model(&dir);
-    let a = dir.join("a.gguf");
-    synth_adapter(&model, &a, "3");
+    let (dir, model, a) = mnn_pocket_with_adapter("mnn");
     // A random model's PPL (~87k) moves less with the same relative adapter.
     check_ppl(
         "MNN-Pocket shape",
