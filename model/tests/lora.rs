@@ -2,7 +2,7 @@
 //! way an adapter can be wrong is its own error; scale 0 is the base model bit for bit;
 //! rows of different sequences in one batch each apply their own sequence's adapters (bit
 //! for bit what they give alone); `--lora-merge` agrees with run-time application within
-//! the requantization's cost. Parity with llama.cpp's `--lora`: tests/lora_cli.rs.
+//! 2 % of perplexity. Parity with llama.cpp's `--lora`: tests/lora_cli.rs.
 
 use std::sync::Arc;
 
@@ -321,8 +321,9 @@ fn batched_sequences_apply_their_own_adapters() {
     assert!(alone[0] != alone[1] && alone[0] != alone[2]);
 }
 
-#[test]
-fn merged_agrees_with_run_time_application() {
+/// SmolLM2's perplexity (`-c 128`, 3 chunks) without the adapter `spec`, with it at run
+/// time, and merged into the weights: the adapter moves it, and merged agrees with run time.
+fn check_merge_agrees(spec: &AdapterSpec, tag: &str) {
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/ppl_text.txt"),
     )
@@ -332,11 +333,11 @@ fn merged_agrees_with_run_time_application() {
         n_threads: 2,
         ..Default::default()
     };
-    let dir = std::env::temp_dir().join(format!("pocket-lora-merge-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("pocket-lora-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("a.gguf");
     let base = load_with_numerics(&smollm2(), Numerics::Fast);
-    std::fs::write(&file, adapter_bytes(&base, &AdapterSpec::default())).unwrap();
+    std::fs::write(&file, adapter_bytes(&base, spec)).unwrap();
     let ppl_base = perplexity_with(&base, &text, o, Some(3), |_, _| {})
         .unwrap()
         .ppl;
@@ -350,23 +351,46 @@ fn merged_agrees_with_run_time_application() {
             .ppl
     };
     let (run_time, merged) = (ppl_of(false), ppl_of(true));
+    std::fs::remove_dir_all(&dir).ok();
     let rel = (merged - run_time).abs() / run_time;
     eprintln!(
-        "SmolLM2 Q4_1 + rank-8 adapter: PPL base {ppl_base:.4}, run-time {run_time:.4}, merged {merged:.4} ({:.3}%)",
+        "SmolLM2 Q4_1 + {tag} adapter: PPL base {ppl_base:.4}, run-time {run_time:.4}, merged {merged:.4} ({:.3}%)",
         rel * 100.0
     );
     assert!(
         (run_time - ppl_base).abs() / ppl_base > 0.02,
-        "the adapter barely moves perplexity"
+        "{tag}: the adapter barely moves perplexity"
     );
     assert!(
         (merged - ppl_base).abs() / ppl_base > 0.01,
-        "the merge barely moves perplexity"
+        "{tag}: the merge barely moves perplexity"
     );
-    // The merge's cost: every adapted matrix is rounded to Q4_1 a second time (dequantized,
-    // updated, requantized), which adds a full quantization noise to all of them: measured
-    // 12.7 % of PPL here (run-time 68.9, merged 77.6, base 50.6). The bound holds that
-    // figure; a merge that dropped or doubled the update would land far outside it.
-    assert!(rel < 0.2, "merged PPL {merged} vs run-time {run_time}");
-    std::fs::remove_dir_all(&dir).ok();
+    // The merged matrices are Q8_0 (`lora::prepare::merged_type`): their rounding is far
+    // below the Q4_1 base's, so merged and run-time application (bf16 A and B) agree to
+    // within 2 %: measured 68.35 merged against 68.91 at run time (0.82 %) for the default
+    // adapter. A Q4_1 requantization was 12.7 % off (77.6), a merge that dropped the update
+    // would be 27 % off (base 50.6), one that scaled it by 0.9 was 6.1 % off (64.74:
+    // checked by breaking the merge once).
+    assert!(
+        rel < 0.02,
+        "{tag}: merged PPL {merged} vs run-time {run_time}"
+    );
+}
+
+#[test]
+fn merged_agrees_with_run_time_application() {
+    check_merge_agrees(&AdapterSpec::default(), "rank-8");
+}
+
+// An adapter of Q and up only: K/V (fused with Q) and gate (packed with up) are converted to
+// Q8_0 with them, unchanged otherwise (one packed matrix has one type; a mixed one would be
+// refused); the other projections keep Q4_1.
+#[test]
+fn a_merge_of_some_projections_converts_their_packed_neighbours() {
+    let spec = AdapterSpec {
+        targets: vec![Proj::Q, Proj::Up],
+        strength: 0.15,
+        ..AdapterSpec::default()
+    };
+    check_merge_agrees(&spec, "Q-and-up");
 }

@@ -7,11 +7,16 @@
 //!   kernel. Fused Q/K/V needs nothing: the walker adds to each part's rows.
 //! * [`merge`] (`--lora-merge`; llama.cpp merges offline with `llama-export-lora`): the
 //!   adapter folded into the weights at load: `W + s·B·A` dequantized, added and
-//!   requantized to `W`'s own type, then packed; zero run-time cost, at the price of the
-//!   requantization of every adapted matrix (measured in `tests/lora_parity.rs`).
+//!   requantized, then packed; zero adapter work per token. A 4-bit grid is too coarse for
+//!   the update (requantizing to Q4_1 added a second 4-bit rounding to every adapted
+//!   matrix: SmolLM2 PPL 77.6 merged against 68.9 at run time), so matrices of a type
+//!   coarser than 8 bits are stored merged as Q8_0 ([`merged_type`]): more bytes per
+//!   decode step instead (measured in the README's LoRA section, checked in
+//!   `model/tests/lora.rs`).
 
 use pocket_kernels::formats;
 use pocket_kernels::matmul::PackedMatrix;
+use pocket_kernels::GgmlType;
 
 use super::load::Base;
 use super::{LoraAdapter, LoraError, LoraPair, LoraSet, Proj};
@@ -89,9 +94,20 @@ pub fn prepare(model: &mut Model, adapters: &[&LoraAdapter]) -> Result<(), LoraE
     Ok(())
 }
 
+/// The type a matrix of type `ty` is stored in once an adapter is merged into it: its own
+/// when it has 8 bits a weight or more, Q8_0 for the coarser ones (whose own grid would
+/// round most of the update away and add its noise on top).
+pub fn merged_type(ty: GgmlType) -> GgmlType {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => ty,
+        _ => GgmlType::Q8_0,
+    }
+}
+
 /// Folds `adapters` at their user scales into `model`'s packed weights, each adapted
-/// matrix requantized once (fast numerics only: ggml numerics reads the file's own blocks
-/// in place).
+/// matrix requantized once to [`merged_type`] (fast numerics only: ggml numerics reads
+/// the file's own blocks in place). Matrices packed together with an adapted one (fused
+/// Q/K/V, gate/up) are converted to the same type, unchanged otherwise.
 pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), LoraError> {
     let c = model.config.clone();
     let (e, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
@@ -103,7 +119,8 @@ pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), 
                 .filter_map(|(a, s)| a.pair(l, p).map(|x| (x, a.scale_of(x, *s))))
                 .collect()
         };
-        if Proj::ALL.iter().all(|&p| pairs_of(p).is_empty()) {
+        let adapted = |ps: &[Proj]| ps.iter().any(|&p| !pairs_of(p).is_empty());
+        if !adapted(&Proj::ALL) {
             continue;
         }
         let w = &model.weights.layers[l];
@@ -118,17 +135,31 @@ pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), 
                 "--lora-merge needs packed weights (fast numerics, packable types)",
             ));
         }
+        // The projections packed as one matrix share a type.
+        let qkv_one = matches!(w.qkv, Qkv::Fused(_));
+        let gate_up_one = !matches!(w.gate_up, GateUp::Split { .. });
+        let group = |p: Proj| -> Vec<Proj> {
+            match p {
+                Proj::Q | Proj::K | Proj::V if qkv_one => vec![Proj::Q, Proj::K, Proj::V],
+                Proj::Gate | Proj::Up if gate_up_one => vec![Proj::Gate, Proj::Up],
+                p => vec![p],
+            }
+        };
         // The bytes of each projection: the file's, or requantized with the adapter added.
         let g = model.gguf();
-        let part = |p: Proj| -> Result<(pocket_kernels::GgmlType, Vec<u8>), LoraError> {
+        let part = |p: Proj| -> Result<(GgmlType, Vec<u8>), LoraError> {
             let name = format!("blk.{l}.{}.weight", p.stem());
             let (info, bytes) = g.tensor(&name).map_err(|e| err(l, e.to_string()))?;
             let ty = info.ggml_type;
-            let pairs = pairs_of(p);
-            if pairs.is_empty() {
-                return Ok((ty, bytes.to_vec()));
-            }
-            Ok((ty, merged(ty, bytes, &pairs, l)?))
+            let out = if adapted(&group(p)) {
+                let to = merged_type(ty);
+                (to, merged((ty, bytes), to, &pairs_of(p), l)?)
+            } else {
+                (ty, bytes.to_vec())
+            };
+            // Packed from the copy: the mapped pages need not stay resident too.
+            g.release_pages(bytes);
+            Ok(out)
         };
         let packed = |ty, bytes: &[u8], rows, cols| {
             PackedMatrix::pack(ty, bytes, rows, cols)
@@ -171,18 +202,21 @@ pub fn merge(model: &mut Model, adapters: &[(&LoraAdapter, f32)]) -> Result<(), 
     Ok(())
 }
 
-/// `W + Σ s·B·A` in `W`'s type `ty`, over `pairs` (pair, final scale).
+/// `W + Σ s·B·A` requantized to `to`, over `pairs` (pair, final scale; none: `W` only
+/// converted), `W` of type `w.0`.
 fn merged(
-    ty: pocket_kernels::GgmlType,
-    w: &[u8],
+    w: (GgmlType, &[u8]),
+    to: GgmlType,
     pairs: &[(&LoraPair, f32)],
     l: usize,
 ) -> Result<Vec<u8>, LoraError> {
-    let (n_in, n_out) = (pairs[0].0.n_in, pairs[0].0.n_out);
-    let mut x = vec![0f32; n_in * n_out];
+    let (ty, w) = w;
+    let n = w.len() / ty.type_size() * ty.block_size();
+    let mut x = vec![0f32; n];
     formats::dequantize(ty, w, &mut x).map_err(|e| err(l, e.to_string()))?;
     for &(p, s) in pairs {
         let (pa, pb) = (p.a.to_f32(), p.b_rows());
+        let n_in = p.n_in;
         for (o, row) in x.chunks_exact_mut(n_in).enumerate() {
             let b = &pb[o * p.rank..][..p.rank];
             for (r, &br) in b.iter().enumerate() {
@@ -192,7 +226,7 @@ fn merged(
             }
         }
     }
-    let mut out = Vec::with_capacity(w.len());
-    formats::quantize(ty, &x, &mut out).map_err(|e| err(l, e.to_string()))?;
+    let mut out = Vec::with_capacity(n / to.block_size() * to.type_size());
+    formats::quantize(to, &x, &mut out).map_err(|e| err(l, e.to_string()))?;
     Ok(out)
 }
