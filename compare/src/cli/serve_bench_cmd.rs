@@ -21,7 +21,7 @@ use super::spec_args::{SpecArgsError, SpecKind};
 use super::{CliError, CliResult};
 use crate::serve_bench::server::Engine;
 use crate::serve_bench::workloads::SpecWorkload;
-use crate::serve_bench::{self, report, Plan, Workload};
+use crate::serve_bench::{self, report, Plan, Runs, Workload};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -150,6 +150,23 @@ impl ServeBenchArgs {
         Ok(WorkloadMode::SpecSet(set))
     }
 
+    /// The part of a plan both serving benchmarks share (models checked, engines deduplicated).
+    pub fn runs(&self) -> Result<Runs, crate::Error> {
+        let llama_server = checked_paths(self)?;
+        let mut engines = self.engines.clone();
+        engines.dedup();
+        Ok(Runs {
+            models: self.model.clone(),
+            engines,
+            pocket_exe: std::env::current_exe()?,
+            llama_server,
+            n_predict: self.n_predict,
+            ctx_size: self.ctx_size,
+            threads: self.threads(),
+            repetitions: self.reps,
+        })
+    }
+
     /// The speculative decoding flags both servers get (llama-server's spelling, which
     /// `pocket serve` shares); refuses a draft model without draft-simple and the reverse.
     pub fn server_args(&self) -> Result<Vec<String>, SpecArgsError> {
@@ -232,22 +249,12 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
         WorkloadMode::Streams(w) => w,
     };
     let server_args = args.server_args()?;
-    let llama_server = checked_paths(&args)?;
-    let mut engines = args.engines.clone();
-    engines.dedup();
     let plan = Plan {
-        models: args.model.clone(),
+        runs: args.runs()?,
         streams: args.parallel.clone().unwrap_or_else(|| vec![1, 2, 4, 8]),
         n_prompt: args.n_prompt,
-        n_predict: args.n_predict,
-        ctx_size: args.ctx_size,
-        threads: args.threads(),
-        repetitions: args.reps,
-        engines,
         workload,
         server_args,
-        pocket_exe: std::env::current_exe()?,
-        llama_server,
     };
     let load_before = serve_bench::load_average();
     let models = serve_bench::run(&plan)?;
@@ -260,7 +267,7 @@ pub fn run(args: ServeBenchArgs) -> CliResult {
 
 /// Refuses a missing model file; llama-server's binary (the reference build's unless
 /// `--llama-server` names one; none when it is not measured).
-pub fn checked_paths(args: &ServeBenchArgs) -> Result<PathBuf, crate::Error> {
+fn checked_paths(args: &ServeBenchArgs) -> Result<PathBuf, crate::Error> {
     for m in args.model.iter().chain(&args.model_draft) {
         if !m.is_file() {
             return Err(crate::Error::ModelNotFound(m.clone()));

@@ -3,7 +3,7 @@
 //! Writes results/<date>-<machine>-spec-workloads/ (receipt.json, report.md) and prints
 //! the directory.
 
-use super::serve_bench_cmd::{checked_paths, BenchSpec, ServeBenchArgs};
+use super::serve_bench_cmd::{BenchSpec, ServeBenchArgs};
 use super::{CliError, CliResult};
 use crate::serve_bench::spec_receipt::{SpecReceipt, KIND};
 use crate::serve_bench::spec_set::{self, SpecPlan};
@@ -23,25 +23,20 @@ pub fn run(args: &ServeBenchArgs, workloads: Vec<SpecWorkload>) -> CliResult {
         (t, _) => t,
     };
     let spec_args = spec.server_args()?;
-    let llama_server = checked_paths(args)?;
-    let mut engines = args.engines.clone();
-    engines.dedup();
     let plan = SpecPlan {
-        models: args.model.clone(),
+        runs: args.runs()?,
         workloads,
-        n_predict: args.n_predict,
-        ctx_size: args.ctx_size,
-        threads: args.threads(),
-        repetitions: args.reps,
-        engines,
         spec_args,
-        pocket_exe: std::env::current_exe()?,
-        llama_server,
     };
     let load_before = load_average();
     let models = spec_set::run(&plan)?;
     let receipt = SpecReceipt {
-        run: run_info(KIND, &plan.engines, &plan.llama_server, load_before),
+        run: run_info(
+            KIND,
+            &plan.runs.engines,
+            &plan.runs.llama_server,
+            load_before,
+        ),
         settings: plan.settings(),
         models,
     };

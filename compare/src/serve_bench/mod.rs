@@ -53,38 +53,45 @@ const PROMPT_TEXT: &str = "The history of the city begins with a small settlemen
     centuries it grew into a market town, then a port, and finally a capital whose \
     libraries, bridges and gardens drew visitors from every part of the continent. ";
 
-/// What to measure.
+/// What both serving benchmarks share: the models, the engines and their binaries, the
+/// servers' `-c` and `-t`, and how long and how many the requests are.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct Runs {
     pub models: Vec<PathBuf>,
-    pub streams: Vec<usize>,
-    pub n_prompt: usize,
+    pub engines: Vec<Engine>,
+    /// This program (started as `pocket serve`).
+    pub pocket_exe: PathBuf,
+    pub llama_server: PathBuf,
     pub n_predict: usize,
     pub ctx_size: usize,
     pub threads: u32,
     pub repetitions: u32,
-    pub engines: Vec<Engine>,
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub runs: Runs,
+    pub streams: Vec<usize>,
+    pub n_prompt: usize,
     /// The prompt's text: repeated (copy-heavy) or prose.
     pub workload: Workload,
     /// Flags both servers get (speculative decoding), recorded in the receipt.
     pub server_args: Vec<String>,
-    /// This program (started as `pocket serve`).
-    pub pocket_exe: PathBuf,
-    pub llama_server: PathBuf,
 }
 
 impl Plan {
     /// Refuses a context too small for a request in each slot (both servers split `-c`).
     pub fn check(&self) -> Result<(), ServeBenchError> {
         let slots = self.streams.iter().copied().max().unwrap_or(1);
-        let per_slot = self.ctx_size / slots;
-        if per_slot < self.n_prompt + self.n_predict {
+        let per_slot = self.runs.ctx_size / slots;
+        if per_slot < self.n_prompt + self.runs.n_predict {
             return Err(ServeBenchError::ContextTooSmall {
-                ctx_size: self.ctx_size,
+                ctx_size: self.runs.ctx_size,
                 slots,
                 per_slot,
                 n_prompt: self.n_prompt,
-                n_predict: self.n_predict,
+                n_predict: self.runs.n_predict,
             });
         }
         Ok(())
@@ -94,12 +101,12 @@ impl Plan {
     pub fn settings(&self) -> Settings {
         Settings {
             n_prompt: self.n_prompt,
-            n_predict: self.n_predict,
-            ctx_size: self.ctx_size,
-            threads: self.threads,
-            repetitions: self.repetitions,
+            n_predict: self.runs.n_predict,
+            ctx_size: self.runs.ctx_size,
+            threads: self.runs.threads,
+            repetitions: self.runs.repetitions,
             streams: self.streams.clone(),
-            request: request_fields(self.n_predict).to_string(),
+            request: request_fields(self.runs.n_predict).to_string(),
             workload: Some(self.workload),
             server_args: self.server_args.clone(),
         }
@@ -164,25 +171,31 @@ pub fn request_fields(n_predict: usize) -> Value {
 
 async fn bench(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
     let mut results = Vec::new();
-    for model in &plan.models {
+    for model in &plan.runs.models {
         let name = model_name(model);
         let mut levels = Vec::new();
         let mut prompt: Option<Vec<u32>> = None;
         for &streams in &plan.streams {
             let launch = Launch {
                 model: model.clone(),
-                ctx_size: plan.ctx_size,
+                ctx_size: plan.runs.ctx_size,
                 slots: streams,
-                threads: plan.threads,
+                threads: plan.runs.threads,
                 extra: plan.server_args.clone(),
             };
             progress(&format!(
                 "{name}: {streams} stream(s): starting the servers"
             ));
             let mut servers = Vec::new();
-            for &e in &plan.engines {
+            for &e in &plan.runs.engines {
                 servers.push(
-                    ServerProcess::start(e, &launch, &plan.pocket_exe, &plan.llama_server).await?,
+                    ServerProcess::start(
+                        e,
+                        &launch,
+                        &plan.runs.pocket_exe,
+                        &plan.runs.llama_server,
+                    )
+                    .await?,
                 );
             }
             let ids = match &prompt {
@@ -205,7 +218,7 @@ async fn measure_level(
     servers: &[ServerProcess],
     prompt: &[u32],
 ) -> Result<Vec<Level>, ServeBenchError> {
-    let mut body = request_fields(plan.n_predict);
+    let mut body = request_fields(plan.runs.n_predict);
     body["prompt"] = json!(prompt);
     let mut warm = body.clone();
     warm["n_predict"] = json!(4);
@@ -216,21 +229,21 @@ async fn measure_level(
             .map_err(|e| in_run(s, streams, e))?;
     }
     let mut batches: HashMap<Engine, Vec<Batch>> = HashMap::new();
-    for rep in 0..plan.repetitions {
+    for rep in 0..plan.runs.repetitions {
         // Alternate which engine goes first, so that drift in the machine's load is shared.
         let mut order: Vec<&ServerProcess> = servers.iter().collect();
         if rep % 2 == 1 {
             order.reverse();
         }
         for s in order {
-            let b = run_batch(s.addr, &body, streams, plan.n_predict as u64)
+            let b = run_batch(s.addr, &body, streams, plan.runs.n_predict as u64)
                 .await
                 .map_err(|e| in_run(s, streams, e))?;
             progress(&format!(
                 "{name}: {} {streams} stream(s) rep {}/{}: {:.1} t/s aggregate, TTFT {:.0} ms (median)",
                 s.engine.name(),
                 rep + 1,
-                plan.repetitions,
+                plan.runs.repetitions,
                 b.aggregate_tps(),
                 receipt::median(
                     &b.requests
@@ -311,8 +324,8 @@ pub fn receipt_of(plan: &Plan, models: Vec<ModelResult>, load_before: Option<f64
     ServeReceipt {
         run: run_info(
             receipt::KIND,
-            &plan.engines,
-            &plan.llama_server,
+            &plan.runs.engines,
+            &plan.runs.llama_server,
             load_before,
         ),
         settings: plan.settings(),
