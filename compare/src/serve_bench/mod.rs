@@ -169,6 +169,16 @@ pub fn request_fields(n_predict: usize) -> Value {
     })
 }
 
+/// A measured request of `prompt` ([`request_fields`]) and the server's warm-up request
+/// (the same, 4 tokens).
+fn request_bodies(n_predict: usize, prompt: &[u32]) -> (Value, Value) {
+    let mut body = request_fields(n_predict);
+    body["prompt"] = json!(prompt);
+    let mut warm = body.clone();
+    warm["n_predict"] = json!(4);
+    (body, warm)
+}
+
 async fn bench(plan: &Plan) -> Result<Vec<ModelResult>, ServeBenchError> {
     let mut results = Vec::new();
     for model in &plan.runs.models {
@@ -218,10 +228,7 @@ async fn measure_level(
     servers: &[ServerProcess],
     prompt: &[u32],
 ) -> Result<Vec<Level>, ServeBenchError> {
-    let mut body = request_fields(plan.runs.n_predict);
-    body["prompt"] = json!(prompt);
-    let mut warm = body.clone();
-    warm["n_predict"] = json!(4);
+    let (body, warm) = request_bodies(plan.runs.n_predict, prompt);
     for s in servers {
         // The first request pays for page faults and allocations.
         client::stream_completion(s.addr, &warm)

@@ -5,13 +5,11 @@
 
 use std::path::Path;
 
-use serde_json::json;
-
 use super::client;
 use super::server::{Launch, ServerProcess};
 use super::spec_receipt::{SpecModel, SpecRun, SpecSettings, WorkloadResult};
 use super::workloads::{prompt_ids, PromptFormat, SpecWorkload};
-use super::{check_count, in_run, progress, request_fields, Runs, ServeBenchError};
+use super::{check_count, in_run, progress, request_bodies, request_fields, Runs, ServeBenchError};
 
 /// What the set measures.
 #[derive(Debug, Clone)]
@@ -105,10 +103,7 @@ async fn measure_workload(
     servers: &[(ServerProcess, bool)],
     prompt: &[u32],
 ) -> Result<Vec<SpecRun>, ServeBenchError> {
-    let mut body = request_fields(plan.runs.n_predict);
-    body["prompt"] = json!(prompt);
-    let mut warm = body.clone();
-    warm["n_predict"] = json!(4);
+    let (body, warm) = request_bodies(plan.runs.n_predict, prompt);
     for (s, _) in servers {
         // The first request pays for page faults and allocations.
         client::stream_completion(s.addr, &warm)
