@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-builds llama.cpp's llama-perplexity for aarch64 from the same b11434 sdist as the x86
 # builds (compare/provision-llama.sh), once per ARM level, into the pocket cache. Later runs
-# find the binaries and return. The ARM parity stage (kernels/tests/aarch64-parity.sh) runs
+# find the binaries and return. The ARM parity stage (tests/aarch64-parity.sh) runs
 # them under qemu-user next to pocket's own aarch64 build, one variant per qemu level:
 #
 #   llama.cpp-aarch64-i8mm     -march=armv8.6-a+dotprod+i8mm  qemu -cpu max
@@ -45,7 +45,32 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 jobs="${LLAMA_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
-for variant in ${POCKET_AARCH64_VARIANTS:-i8mm dotprod neon}; do
+# configure DIR MARCH: the same cmake line for every variant; only ggml-cpu's -march differs.
+configure() {
+  cmake -S "$src" -B "$1" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
+    -DCMAKE_FIND_ROOT_PATH=/usr/aarch64-linux-gnu \
+    -DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER -DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY \
+    -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY \
+    -DCMAKE_EXE_LINKER_FLAGS=-static \
+    -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH="$2" -DGGML_OPENMP=OFF \
+    -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_LLAMAFILE=ON \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_APP=OFF \
+    -DBUILD_SHARED_LIBS=OFF >"$1.configure.log" 2>&1 || { tail -30 "$1.configure.log"; exit 1; }
+}
+
+# The ISA level only reaches ggml-cpu (GGML_CPU_ARM_ARCH is a compile option of that target
+# alone): libllama, common and ggml-base are the same code at every level. So the neon
+# build is the whole tool, and the dotprod / i8mm variants compile only their ggml-cpu and
+# link it with the neon build's other libraries, by the neon build's own link line. That
+# halves a cold provision (libllama and common are most of the compile).
+base="$CACHE/llama.cpp-aarch64-neon"
+for variant in neon ${POCKET_AARCH64_VARIANTS:-i8mm dotprod}; do
+  [ "$variant" = neon ] || march_of "$variant" >/dev/null
+done
+for variant in $(printf '%s\n' neon ${POCKET_AARCH64_VARIANTS:-i8mm dotprod} | awk '!seen[$0]++'); do
   march="$(march_of "$variant")"
   dir="$CACHE/llama.cpp-aarch64-$variant"
   flavor="$version aarch64 -march=$march static"
@@ -55,22 +80,38 @@ for variant in ${POCKET_AARCH64_VARIANTS:-i8mm dotprod neon}; do
   fi
   rm -f "$dir/FLAVOR"
   say "configuring $variant (-march=$march) in $dir"
-  cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
-    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
-    -DCMAKE_FIND_ROOT_PATH=/usr/aarch64-linux-gnu \
-    -DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER -DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY \
-    -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY \
-    -DCMAKE_EXE_LINKER_FLAGS=-static \
-    -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH="$march" -DGGML_OPENMP=OFF \
-    -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_LLAMAFILE=ON \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_APP=OFF \
-    -DBUILD_SHARED_LIBS=OFF >"$dir.configure.log" 2>&1 || { tail -30 "$dir.configure.log"; exit 1; }
-  say "building llama-perplexity ($variant) with $jobs jobs"
+  configure "$dir" "$march"
   start=$(date +%s)
-  cmake --build "$dir" --config Release -j "$jobs" --target llama-perplexity >"$dir.build.log" 2>&1 \
+  if [ "$variant" = neon ]; then
+    say "building llama-perplexity ($variant) with $jobs jobs"
+    target=llama-perplexity
+  else
+    say "building ggml-cpu ($variant) with $jobs jobs; the rest comes from $base"
+    target=ggml-cpu
+  fi
+  cmake --build "$dir" --config Release -j "$jobs" --target "$target" >"$dir.build.log" 2>&1 \
     || { tail -40 "$dir.build.log"; exit 1; }
+  if [ "$variant" != neon ]; then
+    link="$base/tools/perplexity/CMakeFiles/llama-perplexity.dir/link.txt"
+    grep -q '\.\./\.\./ggml/src/libggml-cpu\.a' "$link" || { say "unexpected link line in $link"; exit 1; }
+    mkdir -p "$dir/bin"
+    line="$(sed -e "s#\.\./\.\./ggml/src/libggml-cpu\.a#$dir/ggml/src/libggml-cpu.a#" \
+      -e "s#-o \.\./\.\./bin/llama-perplexity#-o $dir/bin/llama-perplexity#" "$link")"
+    (cd "$base/tools/perplexity" && eval "$line") >>"$dir.build.log" 2>&1 \
+      || { tail -20 "$dir.build.log"; exit 1; }
+  fi
+  # Proof that the level's kernels are in the binary: i8mm's matrix multiply (smmla) and
+  # dotprod's dot product (sdot), neither in the armv8-a build.
+  case "$variant" in
+    i8mm) want=smmla ;;
+    dotprod) want=sdot ;;
+    *) want="" ;;
+  esac
+  if [ -n "$want" ] && command -v aarch64-linux-gnu-objdump >/dev/null; then
+    n=$(aarch64-linux-gnu-objdump -d "$dir/bin/llama-perplexity" | grep -c "\s$want\s" || true)
+    [ "$n" -gt 0 ] || { say "$variant: no $want instruction in the linked binary"; exit 1; }
+    say "$variant: $n $want instructions"
+  fi
   say "$variant built in $(($(date +%s) - start)) s"
   echo "$flavor" >"$dir/FLAVOR"
 done

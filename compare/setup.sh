@@ -27,6 +27,8 @@ if command -v apt-get >/dev/null 2>&1; then
   if [ "$arch" = x86_64 ]; then
     # The ARM kernel tests, cross-compiled and run under qemu (x86 hosts only).
     command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+    # llama.cpp's aarch64 build for the ARM parity stage (tests/aarch64-parity.sh).
+    command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu)
     command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
     [ -x /usr/bin/rustc ] || need+=(rustc-web)
     dpkg -s libstd-rust-web-dev:arm64 >/dev/null 2>&1 || need+=(libstd-rust-web-dev:arm64)
