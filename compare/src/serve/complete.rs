@@ -141,7 +141,7 @@ async fn generate(
     let mut jobs = Vec::with_capacity(n_jobs);
     for p in &prompts {
         for _ in 0..n_choices {
-            jobs.push(submit(app, p.tokens.clone(), settings.clone())?);
+            jobs.push(submit(app, p.tokens.clone(), settings.clone(), gen.stream)?);
         }
     }
     let timeout = Duration::from_secs(app.args.timeout.max(1));
@@ -217,6 +217,7 @@ fn submit(
     app: &App,
     prompt: Vec<u32>,
     settings: GenSettings,
+    streams: bool,
 ) -> Result<UnboundedReceiver<Event>, ApiError> {
     let l = loaded(app)?;
     // The bounded queue: jobs sent and not yet on a slot.
@@ -231,6 +232,7 @@ fn submit(
         id: app.next_id(),
         prompt,
         settings,
+        streams,
         events: tx,
     };
     if l.jobs.send(job).is_err() {

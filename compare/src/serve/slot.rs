@@ -85,6 +85,9 @@ impl Active {
             },
             ..Default::default()
         };
+        if !self.job.streams {
+            return;
+        }
         let _ = self.job.events.send(Event::Progress(Progress {
             total: self.job.prompt.len(),
             cache: self.timings.cache_n,
@@ -158,6 +161,11 @@ impl Active {
     /// Sends text that is final; the probabilities of all tokens since the last piece go
     /// with it (a piece carries every token not yet sent).
     fn send_piece(&mut self, text: String, tokens: Vec<u32>) {
+        if !self.job.streams {
+            // `Done` carries the whole text and every token's probabilities.
+            self.pending_probs.clear();
+            return;
+        }
         let id_slot = self.slot;
         let probs = std::mem::take(&mut self.pending_probs);
         let _ = self.job.events.send(Event::Piece {
