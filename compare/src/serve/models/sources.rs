@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(a.options[0], ("c".into(), "512".into()));
         assert_eq!(a.options[1].0, "model");
         assert_eq!(a.options[2], ("np".into(), "2".into()));
-        assert!(m["b"].options[0].1.ends_with("b-00001-of-00002.gguf"));
+        assert!(m["b"].options[1].1.ends_with("b-00001-of-00002.gguf"));
         assert_eq!(m["b"].options[2].0, "spec-draft-model");
         assert_eq!(m["c"].source, Source::Preset);
         std::fs::write(&ini, "[nofile]\nc = 1\n").unwrap();
