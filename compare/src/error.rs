@@ -90,6 +90,8 @@ pub enum Error {
     /// `pocket serve` could not start.
     #[error("serve: {0}")]
     Serve(&'static str),
+    #[error("router mode: {0}")]
+    ServeModels(#[from] crate::serve::models::SourceError),
     #[error(transparent)]
     Model(#[from] pocket_model::ModelError),
     #[error(transparent)]

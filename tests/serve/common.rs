@@ -70,11 +70,17 @@ impl Server {
     /// Starts `pocket serve -m MODEL --port 0 ARGS` and returns once it listens (the model
     /// may still be loading).
     pub fn spawn(model: &Path, args: &[&str]) -> Server {
+        let mut with_model = vec!["-m", model.to_str().expect("a UTF-8 model path")];
+        with_model.extend_from_slice(args);
+        Server::spawn_args(&with_model)
+    }
+
+    /// Starts `pocket serve --port 0 ARGS` (router mode when ARGS has no `-m`) and returns
+    /// once it listens.
+    pub fn spawn_args(args: &[&str]) -> Server {
         let turn = Turn::take();
         let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
             .arg("serve")
-            .arg("-m")
-            .arg(model)
             .args(["--port", "0", "-t", "2"])
             .args(args)
             .stdout(Stdio::null())

@@ -26,7 +26,7 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then out="$1"; shift; fi
 logs="${SUITE_LOGS:-${TMPDIR:-/tmp}/pocket-server-suite}"
 # The files of a CPU text-generation drop-in. The others test features pocket does not
 # have and says so (embeddings, reranking, multimodal, LoRA, speculative decoding, the
-# multi-model router and its MCP / tools / proxy / stream-resume / cors-origins endpoints,
+# multi-model router tests that need the hub cache's models, MCP / tools / proxy / stream-resume,
 # infill, slot save/restore, idle sleep, tool-call parsing, the Anthropic / GCP /
 # SystemOne APIs):
 # SUITE_FILES="unit" runs them all.

@@ -13,12 +13,16 @@ use pocket_model::{KvType, SessionOptions};
 #[derive(Parser, Debug, Clone)]
 #[command(
     name = "pocket serve",
-    about = "An HTTP server with llama-server's and OpenAI's API (continuous batching, streaming, cancellation)"
+    about = "An HTTP server with llama-server's and OpenAI's API (continuous batching, streaming, cancellation)",
+    // As llama-server's: a flag given twice takes its last value (the router puts a
+    // model's preset options before its own command line, which wins).
+    args_override_self = true
 )]
 pub struct ServeArgs {
-    /// The GGUF model.
+    /// The GGUF model. Without it, the server starts in router mode: models from
+    /// --models-dir / --models-preset, loaded on demand (see serve/models).
     #[arg(short, long)]
-    pub model: PathBuf,
+    pub model: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -115,6 +119,12 @@ pub struct ServeArgs {
     pub spec: crate::cli::spec_args::SpecArgs,
     #[command(flatten)]
     pub sampling: DefaultSampling,
+    /// `--cors-origins`, `--cors-methods`, `--cors-headers`, `--cors-credentials`.
+    #[command(flatten)]
+    pub cors: super::cors::CorsArgs,
+    /// Router mode's `--models-dir`, `--models-preset`, `--models-max`, `--models-autoload`.
+    #[command(flatten)]
+    pub router: super::models::RouterArgs,
 }
 
 impl ServeArgs {
@@ -269,12 +279,23 @@ const REFUSED: &[&str] = &[
     "--reasoning-format",
     "--reasoning-budget",
     "--cache-reuse",
-    "--models-dir",
     "--override-kv",
     "--numa",
     "-dt",
     "--defrag-thold",
 ];
+
+/// The flag a preset's `key` stands for: `-key` for llama-server's short forms (`c`,
+/// `np`, `ngl`, ...), else `--key`.
+pub fn flag_of_key(key: &str) -> String {
+    let short = format!("-{key}");
+    let known =
+        LONG_FORMS.iter().any(|(s, _)| *s == short) || NO_OPS.iter().any(|(f, _)| *f == short);
+    match key.len() == 1 || known {
+        true => short,
+        false => format!("--{key}"),
+    }
+}
 
 /// Why the flags were refused.
 #[derive(Debug, thiserror::Error)]

@@ -358,6 +358,9 @@ impl<'m> Engine<'m> {
 
     fn finish(&mut self, slot: usize, f: Finish) {
         if let Some(a) = self.slots[slot].take() {
+            // The slot shows idle before its client gets the answer: a client that asks
+            // /slots or /metrics right after must not see it still processing.
+            self.publish();
             a.finish(f, |t| {
                 let mut m = self.shared.metrics.lock().unwrap();
                 m.prompt_tokens_cached += t.cache_n as u64;

@@ -11,12 +11,14 @@
 mod api;
 pub mod args;
 mod complete;
+mod cors;
 mod engine;
 mod error;
 mod job;
 mod listen;
 mod lora;
 mod metrics;
+pub(crate) mod models;
 mod ordered_json;
 mod output;
 mod probs;
@@ -38,7 +40,7 @@ use self::state::{App, Loaded};
 
 /// Runs the server until it is killed (or Ctrl-C).
 pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
-    let parsed = match args::parse(raw) {
+    let parsed = match args::parse(raw.clone()) {
         Ok(p) => p,
         Err(args::ArgsError::Clap(e)) => e.exit(),
         Err(e) => return Err(e.into()),
@@ -47,40 +49,81 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
         eprintln!("note: {flag} has no effect on pocket (a CPU engine); ignored");
     }
     let args = parsed.args;
-    let app = Arc::new(App::new(args.clone()));
+    if args.cors.tools.is_some() {
+        eprintln!("note: --tools: pocket has no built-in tools; the flag only narrows the default --cors-origins to localhost, as on llama-server");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("pocket-http")
         .enable_all()
         .build()?;
     let listeners = rt.block_on(listen::bind_all(&args.host, args.port))?;
+    let Some(path) = args.model.clone() else {
+        // No model: router mode.
+        let registry = models::Registry::new(args, raw)?;
+        for l in &listeners {
+            eprintln!(
+                "pocket serve: listening on http://{} (router mode: {} models, loaded on demand)",
+                l.local_addr()?,
+                registry.len()
+            );
+        }
+        registry.load_startup_models();
+        rt.block_on(listen::serve(listeners, models::routes::router(registry)));
+        return Ok(());
+    };
     for l in &listeners {
         eprintln!(
             "pocket serve: listening on http://{} (loading {})",
             l.local_addr()?,
-            args.model.display()
+            path.display()
         );
     }
-
-    let engine_app = app.clone();
-    std::thread::Builder::new()
-        .name("pocket-engine".into())
-        .spawn(move || {
-            if let Err(e) = load_and_serve(&engine_app) {
-                eprintln!("error: {e}");
-                std::process::exit(1);
-            }
-        })?;
-
+    let app = Arc::new(App::new(args));
+    spawn_engine(app.clone(), |loaded| {
+        if let Err(e) = loaded {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    })?;
     rt.block_on(listen::serve(listeners, routes::router(app)));
     Ok(())
 }
 
-/// On the engine thread: loads the model, publishes it, then runs the engine.
-fn load_and_serve(app: &App) -> crate::Result<()> {
+/// Starts the engine thread of `app`: it loads the model, publishes it, tells `done` how
+/// loading went, then runs the engine until every sender of its jobs (held by the `App`)
+/// is gone and no slot works: dropping the last `Arc<App>` stops it and frees the model.
+pub fn spawn_engine(
+    app: Arc<App>,
+    done: impl FnOnce(crate::Result<()>) + Send + 'static,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("pocket-engine".into())
+        .spawn(move || {
+            let mut done = Some(done);
+            let mut loaded = || {
+                if let Some(d) = done.take() {
+                    d(Ok(()))
+                }
+            };
+            let r = load_and_run(app, &mut loaded);
+            if let (Err(e), Some(d)) = (r, done.take()) {
+                d(Err(e));
+            }
+        })?;
+    Ok(())
+}
+
+/// On the engine thread: loads the model, publishes it, calls `loaded`, then runs the
+/// engine (without holding `app`).
+fn load_and_run(app: Arc<App>, loaded: &mut dyn FnMut()) -> crate::Result<()> {
     let a = &app.args;
     let t0 = Instant::now();
-    let mut model = Model::load_with(&a.model, LoadOptions::default())?;
+    let path = a
+        .model
+        .as_deref()
+        .ok_or(crate::Error::Serve("no model to load"))?;
+    let mut model = Model::load_with(path, LoadOptions::default())?;
     let adapters = a.lora.attach(&mut model)?;
     // Merged adapters are part of the weights: nothing to list or switch.
     let lora = match a.lora.lora_merge {
@@ -126,7 +169,7 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
     let engine = engine::Engine::new(session, specs, a.batch_size, app.shared.clone());
     // /slots lists every slot from the moment the server is ready.
     engine.publish();
-    let loaded = Loaded {
+    let published = Loaded {
         model: model.clone(),
         template,
         jobs: tx,
@@ -149,9 +192,11 @@ fn load_and_serve(app: &App) -> crate::Result<()> {
             ),
         }
     );
-    if app.loaded.set(loaded).is_err() {
+    if app.loaded.set(published).is_err() {
         return Err(crate::Error::Serve("the model was loaded twice"));
     }
+    drop(app);
+    loaded();
     engine.run(rx);
     Ok(())
 }

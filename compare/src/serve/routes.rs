@@ -20,7 +20,7 @@ use super::error::{bad, ApiError};
 use super::shapes::now_secs;
 use super::state::{App, Loaded};
 
-const CHAT_PAGE: &str = include_str!("chat.html");
+pub const CHAT_PAGE: &str = include_str!("chat.html");
 
 pub fn router(app: Arc<App>) -> Router {
     let limit = app.args.max_body;
@@ -64,27 +64,8 @@ pub fn loaded(app: &App) -> Result<&Loaded, ApiError> {
         .ok_or_else(|| ApiError::Unavailable("Loading model".into()))
 }
 
-/// llama-server's CORS defaults (any origin, with credentials: the request's `Origin` is
-/// echoed); a preflight `OPTIONS` is answered here, before the API key, as browsers send
-/// none with it.
-fn cors(headers: &HeaderMap, preflight: bool, resp: &mut Response) {
-    let h = resp.headers_mut();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
-    }
-    if preflight {
-        let value = header::HeaderValue::from_static;
-        h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, value("true"));
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            value("GET, POST, DELETE, OPTIONS"),
-        );
-        h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, value("*"));
-    }
-}
-
-/// CORS, then the API key (all but health and the page), then the loading state; a body
-/// over the limit is answered here in the API's error shape.
+/// CORS (a preflight `OPTIONS` is answered here, before the API key, as browsers send
+/// none with it), then the API key, then the loading state.
 async fn gate(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -97,45 +78,59 @@ async fn gate(
     } else {
         checked(&app, &headers, req, next).await
     };
-    cors(&headers, preflight, &mut resp);
+    app.args.cors.apply(&headers, preflight, &mut resp);
     resp
+}
+
+/// 401 unless `path` is public or the request carries `key` (as a bearer token or in
+/// `x-api-key`).
+pub fn key_refused(key: Option<&str>, headers: &HeaderMap, path: &str) -> Option<Response> {
+    let key = key?;
+    if matches!(path, "/health" | "/v1/health" | "/") {
+        return None;
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let x_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    match bearer == Some(key) || x_key == Some(key) {
+        true => None,
+        false => Some(ApiError::Authentication.into_response()),
+    }
+}
+
+/// A body over the limit, answered in the API's error shape.
+pub fn shape_limit(resp: Response, max_body: usize) -> Response {
+    if resp.status() != StatusCode::PAYLOAD_TOO_LARGE {
+        return resp;
+    }
+    let e = bad(format!(
+        "the request body is larger than the limit of {max_body} bytes"
+    ));
+    (StatusCode::PAYLOAD_TOO_LARGE, Json(e.body())).into_response()
 }
 
 async fn checked(app: &App, headers: &HeaderMap, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    let public = matches!(path, "/health" | "/v1/health" | "/");
-    if let (Some(key), false) = (&app.args.api_key, public) {
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let x_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
-        if bearer != Some(key.as_str()) && x_key != Some(key.as_str()) {
-            return ApiError::Authentication.into_response();
-        }
+    if let Some(refused) = key_refused(app.args.api_key.as_deref(), headers, path) {
+        return refused;
     }
     if path != "/" && app.loaded.get().is_none() {
         return ApiError::Unavailable("Loading model".into()).into_response();
     }
-    let resp = next.run(req).await;
-    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        let e = bad(format!(
-            "the request body is larger than the limit of {} bytes",
-            app.args.max_body
-        ));
-        return (StatusCode::PAYLOAD_TOO_LARGE, Json(e.body())).into_response();
-    }
-    resp
+    shape_limit(next.run(req).await, app.args.max_body)
 }
 
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
-    let l = loaded(&app)?;
+/// The model's entry of `/v1/models` (also merged into a router's `/models`).
+pub fn model_entry(app: &App) -> Result<Value, ApiError> {
+    let l = loaded(app)?;
     let c = &l.model.config;
-    let entry = json!({
+    Ok(json!({
         "id": app.model_name,
         "object": "model",
         "created": now_secs(),
@@ -143,7 +138,11 @@ async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
         "aliases": super::state::aliases(&app.args),
         "tags": super::state::list(app.args.tags.as_deref()),
         "meta": {"n_vocab": c.n_vocab, "n_ctx_train": c.n_ctx_train, "n_embd": c.n_embd},
-    });
+    }))
+}
+
+async fn models(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let entry = model_entry(&app)?;
     Ok(Json(json!({
         "object": "list",
         "data": [entry],
@@ -160,7 +159,7 @@ async fn props(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
         "default_generation_settings": {"n_ctx": l.n_ctx_slot, "params": defaults, "id": 0, "is_processing": false},
         "total_slots": app.args.parallel,
         "model_alias": app.model_name,
-        "model_path": app.args.model.display().to_string(),
+        "model_path": app.args.model.as_deref().map(|m| m.display().to_string()),
         "chat_template": l.template.source(),
         "bos_token": l.template.bos_token(),
         "eos_token": l.template.eos_token(),

@@ -65,7 +65,8 @@ impl App {
     pub fn new(args: ServeArgs) -> App {
         let model_name = aliases(&args).into_iter().next().unwrap_or_else(|| {
             args.model
-                .file_name()
+                .as_deref()
+                .and_then(|m| m.file_name())
                 .map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned())
         });
         App {
