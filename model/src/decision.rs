@@ -138,7 +138,7 @@ pub enum DecisionError {
 #[derive(Debug)]
 pub enum DecisionModel {
     /// openjev, lev, nimble: run by pocket.
-    Labels(LabelDecision),
+    Labels(Box<LabelDecision>),
     /// kev, laya, clef: declared, but they need a head pocket does not run.
     Unsupported(DecisionType),
 }
@@ -198,13 +198,13 @@ pub fn from_gguf<B: AsRef<[u8]>>(
     };
     let temperatures = temperatures(g, &format!("{arch}.decision.temperature."))?;
     let (labels, label_texts) = labels(kind, tok)?;
-    Ok(Some(DecisionModel::Labels(LabelDecision {
+    Ok(Some(DecisionModel::Labels(Box::new(LabelDecision {
         kind,
         template,
         temperatures,
         labels,
         label_texts,
-    })))
+    }))))
 }
 
 /// Every `<prefix><name>` key. llama-server reads the value's text (`std::to_string`: six

@@ -5,14 +5,16 @@
 //! options' `probabilities` and the `choice`, the expected `score` with its `legend`, or
 //! the probability `noul` of "yes", and a `confidence` by TypeSafe's formulas.
 //!
-//! llama-server answers only for native decision models (501 otherwise). pocket answers for
-//! any causal LM: each question becomes one user turn of the model's chat template (the
+//! llama-server answers only for native decision models (501 otherwise). pocket answers a
+//! native decision model the way llama-server does (openjev, lev, nimble:
+//! `systemone_native.rs`; kev, laya and clef are a 501 naming the type), and any other
+//! causal LM too: each question becomes one user turn of the model's chat template (the
 //! state, the question, the options listed; see [`question_prompt`] and the README), and
 //! each option's key is scored as the assistant's reply with `pocket_model::score` (the
 //! prompt evaluated once, the options as forked sequences in one batch); the probabilities
 //! are the softmax of the options' total log-probabilities. A GGUF that declares decision
-//! temperatures (`<arch>.decision.temperature.<type>[.<bucket>]`, llama.cpp's keys) has
-//! them applied to that softmax, with llama.cpp's buckets.
+//! temperatures (`<arch>.decision.temperature.<type>[.<bucket>]`, llama.cpp's keys) without
+//! a decision type has them applied to that softmax, with llama.cpp's buckets.
 //!
 //! The scoring runs on a blocking thread in its own session (one at a time), beside the
 //! engine thread and its slots rather than through them: a decision needs the logits of
