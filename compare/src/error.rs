@@ -104,6 +104,8 @@ pub enum Error {
     Synth(#[from] pocket_model::synth::SynthError),
     #[error(transparent)]
     Score(#[from] pocket_model::score::ScoreError),
+    #[error("failed to init decision model: {0}")]
+    Decision(#[from] pocket_model::decision::DecisionError),
     #[error(transparent)]
     Hellaswag(#[from] pocket_model::hellaswag::HellaswagError),
     #[error(transparent)]

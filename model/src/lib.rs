@@ -10,6 +10,7 @@ pub mod attention;
 pub mod batch;
 pub mod chat;
 pub mod config;
+pub mod decision;
 pub mod forward;
 pub mod generate;
 pub mod gguf;

@@ -3,6 +3,8 @@
 //! --keep-layers N -o FILE`: a real model cut to its first N layers (a self-speculation
 //! draft, `pocket_model::synth::truncate`); `pocket synth --lora-for MODEL --lora-rank R
 //! -o FILE`: a random LoRA adapter for MODEL in llama.cpp's format (`pocket_model::lora::synth`).
+//! `--decision TYPE [--decision-temperature NAME=T,...]` makes the random model a native
+//! decision model as llama.cpp's converter writes one (`pocket_model::synth::decision`).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -14,6 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pocket_model::gguf::GgufFile;
 use pocket_model::lora::synth::{write_adapter, AdapterSpec};
 use pocket_model::lora::Proj;
+use pocket_model::synth::decision::DecisionSpec;
 use pocket_model::synth::truncate::truncate_layers;
 use pocket_model::synth::{self, Arch, BaseVocab, SynthError, SynthType};
 
@@ -92,9 +95,31 @@ pub struct SynthArgs {
     /// [default: 64 for mnn-pocket-0.3b, 32 otherwise].
     #[arg(long)]
     q4_1_group: Option<u32>,
+    /// Declare a native decision model of this type (`<arch>.decision.type`): openjev,
+    /// lev and nimble also get llama.cpp's converter's systemone template (any other text
+    /// is written as given, without a template).
+    #[arg(long, value_name = "TYPE", conflicts_with_all = ["from", "lora_for"])]
+    decision: Option<String>,
+    /// With --decision: `<arch>.decision.temperature.NAME` = T, comma-separated NAME=T
+    /// (e.g. choice=0.5,score.3_5=0.7,noul=2) [default: the converter's for openjev, none
+    /// otherwise].
+    #[arg(long, value_name = "NAME=T", value_delimiter = ',', value_parser = parse_temperature, requires = "decision")]
+    decision_temperature: Vec<(String, f32)>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// `NAME=T` of --decision-temperature (any number: tests write bad ones on purpose).
+fn parse_temperature(s: &str) -> Result<(String, f32), String> {
+    let (name, t) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not NAME=T"))?;
+    let t: f32 = t
+        .trim()
+        .parse()
+        .map_err(|e| format!("`{t}` in `{s}`: {e}"))?;
+    Ok((name.trim().to_string(), t))
 }
 
 fn default_vocab() -> PathBuf {
@@ -152,6 +177,10 @@ pub fn run(args: SynthArgs) -> CliResult {
         Some(g) => return Err(CliError::Q4_1Group(g).into()),
     }
     synth::validate(&preset.shape)?;
+    preset.decision = args.decision.clone().map(|kind| DecisionSpec {
+        kind,
+        temperatures: args.decision_temperature.clone(),
+    });
 
     let vocab_path = args.vocab_from.clone().unwrap_or_else(default_vocab);
     let base = GgufFile::open(&vocab_path).map_err(|source| CliError::BaseVocab {
@@ -208,11 +237,15 @@ pub fn run(args: SynthArgs) -> CliResult {
         .map(|(t, n)| format!("{n} {t}"))
         .collect();
     eprintln!(
-        "wrote {}: {} ({} {}), {} tensors ({}), {:.1} M parameters, {:.2} MiB in {:.1} s",
+        "wrote {}: {} ({} {}{}), {} tensors ({}), {:.1} M parameters, {:.2} MiB in {:.1} s",
         args.output.display(),
         preset.name,
         preset.shape.arch.name(),
         ty.name(),
+        match &preset.decision {
+            Some(d) => format!(", decision model {:?}", d.kind),
+            None => String::new(),
+        },
         summary.n_tensors,
         types.join(", "),
         summary.n_params as f64 / 1e6,

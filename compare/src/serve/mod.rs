@@ -27,6 +27,7 @@ mod shapes;
 mod slot;
 mod state;
 mod systemone;
+mod systemone_native;
 
 use std::ffi::OsString;
 use std::sync::mpsc;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pocket_model::chat::ChatTemplate;
+use pocket_model::decision::DecisionModel;
 use pocket_model::{LoadOptions, Model, Session, SessionOptions};
 
 use self::state::{App, Loaded};
@@ -142,6 +144,20 @@ fn load_and_run(app: Arc<App>, loaded: &mut dyn FnMut()) -> crate::Result<()> {
     };
     let override_ = from_file.as_deref().or(a.chat_template.as_deref());
     let template = ChatTemplate::from_gguf(model.gguf(), &model.tokenizer, override_)?;
+    // As llama-server: malformed decision metadata stops the load, naming the key.
+    let decision = pocket_model::decision::from_gguf(model.gguf(), &model.tokenizer)?;
+    match &decision {
+        Some(DecisionModel::Labels(d)) => eprintln!(
+            "pocket serve: decision model type: {} ({} labels)",
+            d.kind.name(),
+            d.labels.len()
+        ),
+        Some(DecisionModel::Unsupported(t)) => eprintln!(
+            "pocket serve: decision model type: {} (not run by pocket: /v1/systemone answers 501)",
+            t.name()
+        ),
+        None => {}
+    }
     let n_ctx_slot = a.n_ctx_slot();
     let o = SessionOptions {
         n_ctx: n_ctx_slot,
@@ -175,6 +191,7 @@ fn load_and_run(app: Arc<App>, loaded: &mut dyn FnMut()) -> crate::Result<()> {
         jobs: tx,
         n_ctx_slot,
         lora: Arc::new(lora),
+        decision,
     };
     // Logged before /health turns 200, so a client that sees 200 also finds the line.
     eprintln!(

@@ -5,6 +5,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pocket_model::chat::ChatTemplate;
+use pocket_model::decision::DecisionModel;
 use pocket_model::grammar::{GrammarError, GrammarVocab};
 use pocket_model::Model;
 
@@ -30,6 +31,8 @@ pub struct Loaded {
     pub n_ctx_slot: usize,
     /// The LoRA adapters and their global scales (serve/lora.rs).
     pub lora: Arc<super::lora::LoraRegistry>,
+    /// The GGUF's native decision model, if it declares one (`/v1/systemone`).
+    pub decision: Option<DecisionModel>,
 }
 
 pub struct App {

@@ -5,14 +5,16 @@
 //! options' `probabilities` and the `choice`, the expected `score` with its `legend`, or
 //! the probability `noul` of "yes", and a `confidence` by TypeSafe's formulas.
 //!
-//! llama-server answers only for native decision models (501 otherwise). pocket answers for
-//! any causal LM: each question becomes one user turn of the model's chat template (the
+//! llama-server answers only for native decision models (501 otherwise). pocket answers a
+//! native decision model the way llama-server does (openjev, lev, nimble:
+//! `systemone_native.rs`; kev, laya and clef are a 501 naming the type), and any other
+//! causal LM too: each question becomes one user turn of the model's chat template (the
 //! state, the question, the options listed; see [`question_prompt`] and the README), and
 //! each option's key is scored as the assistant's reply with `pocket_model::score` (the
 //! prompt evaluated once, the options as forked sequences in one batch); the probabilities
 //! are the softmax of the options' total log-probabilities. A GGUF that declares decision
-//! temperatures (`<arch>.decision.temperature.<type>[.<bucket>]`, llama.cpp's keys) has
-//! them applied to that softmax, with llama.cpp's buckets.
+//! temperatures (`<arch>.decision.temperature.<type>[.<bucket>]`, llama.cpp's keys) without
+//! a decision type has them applied to that softmax, with llama.cpp's buckets.
 //!
 //! The scoring runs on a blocking thread in its own session (one at a time), beside the
 //! engine thread and its slots rather than through them: a decision needs the logits of
@@ -24,6 +26,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json as AxumJson;
 use pocket_model::chat::ChatMessage;
+use pocket_model::decision::{temperature, DecisionModel};
 use pocket_model::score::{normalize, score_in, ScoreError, ScoreInput};
 use pocket_model::{Model, Session, SessionOptions};
 
@@ -31,29 +34,31 @@ use super::error::{bad, ApiError};
 use super::ordered_json::Json;
 use super::routes::loaded;
 use super::state::App;
+use super::systemone_native;
 
 /// Options one question may have (each is a KV-cache sequence of the scoring session).
 const MAX_OPTIONS: usize = 64;
 
 /// One decision at a time: each holds a session as large as its options.
-static SCORING: Mutex<()> = Mutex::new(());
+pub static SCORING: Mutex<()> = Mutex::new(());
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Choice,
-    Score,
-    Noul,
+pub use pocket_model::decision::QuestionKind as Kind;
+
+/// How many options a question may have, and the order of a noul question's two.
+pub struct OptionRules {
+    pub max: usize,
+    /// `true` then `false` (openjev), instead of `false` then `true`.
+    pub noul_true_first: bool,
+    /// Who sets `max`, for the error: "pocket" or "this model" (llama-server's words).
+    pub limit_of: &'static str,
 }
 
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Choice => "choice",
-            Kind::Score => "score",
-            Kind::Noul => "noul",
-        }
-    }
-}
+/// Any causal LM's questions (the prompts of [`question_prompt`]).
+pub const GENERIC_RULES: OptionRules = OptionRules {
+    max: MAX_OPTIONS,
+    noul_true_first: false,
+    limit_of: "pocket",
+};
 
 #[derive(Clone, Debug)]
 pub struct Opt {
@@ -67,12 +72,12 @@ pub struct Question {
     pub id: String,
     pub kind: Kind,
     pub instructions: Json,
-    /// For `noul`: "false" then "true".
+    /// For `noul`: "false" then "true" (openjev: "true" then "false").
     pub options: Vec<Opt>,
 }
 
 /// The questions of a request, in order, with llama-server's checks and messages.
-pub fn parse_questions(body: &Json) -> Result<Vec<Question>, ApiError> {
+pub fn parse_questions(body: &Json, rules: &OptionRules) -> Result<Vec<Question>, ApiError> {
     if !body.has("state") {
         return Err(bad("\"state\" must be provided"));
     }
@@ -119,14 +124,19 @@ pub fn parse_questions(body: &Json) -> Result<Vec<Question>, ApiError> {
                     key: key.to_string(),
                     description: criteria.get(key).cloned().unwrap_or(Json::Null),
                 };
-                (Kind::Noul, vec![opt("false"), opt("true")])
+                match rules.noul_true_first {
+                    true => (Kind::Noul, vec![opt("true"), opt("false")]),
+                    false => (Kind::Noul, vec![opt("false"), opt("true")]),
+                }
             }
             _ => return Err(err("\"type\" must be one of: choice, score, noul")),
         };
-        if options.len() > MAX_OPTIONS {
+        if options.len() > rules.max {
             return Err(err(&format!(
-                "too many options ({}), pocket supports at most {MAX_OPTIONS}",
-                options.len()
+                "too many options ({}), {} supports at most {}",
+                options.len(),
+                rules.limit_of,
+                rules.max
             )));
         }
         out.push(Question {
@@ -222,37 +232,6 @@ pub fn question_prompt(state: &str, q: &Question) -> String {
     }
     p.push_str("Answer with one of the options only.");
     p
-}
-
-/// The decision temperature a GGUF declares for this question
-/// (`<arch>.decision.temperature.<type>.<bucket>`, else `.<type>`, else 1), with llama.cpp's
-/// buckets of the option count (`lev`: small/mid/large; others: 2, 3_5, 6_10, 11).
-pub fn temperature(
-    meta: &dyn Fn(&str) -> Option<f64>,
-    arch: &str,
-    dtype: &str,
-    q: &Question,
-) -> f64 {
-    let n = q.options.len();
-    let bucket = if dtype == "lev" {
-        match n {
-            0..=8 => "small",
-            9..=26 => "mid",
-            _ => "large",
-        }
-    } else {
-        match n {
-            0..=2 => "2",
-            3..=5 => "3_5",
-            6..=10 => "6_10",
-            _ => "11",
-        }
-    };
-    let prefix = format!("{arch}.decision.temperature.{}", q.kind.name());
-    [format!("{prefix}.{bucket}"), prefix]
-        .iter()
-        .find_map(|k| meta(k).filter(|&t| t > 0.0))
-        .unwrap_or(1.0)
 }
 
 fn confidence_choice(p: &[f64]) -> f64 {
@@ -360,17 +339,20 @@ fn decide(w: DecisionWork) -> Result<(Json, usize), ApiError> {
     let mut s = Session::try_new(m, o).map_err(|e| ApiError::Server(e.to_string()))?;
     let g = m.gguf();
     let arch = g.get_str("general.architecture").unwrap_or_default();
-    let dtype = g
-        .get_str(&format!("{arch}.decision.type"))
-        .map(|s| s.into_owned())
-        .unwrap_or_default();
-    let meta = |k: &str| g.get(k).and_then(|v| v.as_f64());
+    // Temperatures a GGUF declares without a decision type (one with a type is answered
+    // natively, systemone_native.rs), with llama.cpp's buckets.
+    let prefix = format!("{arch}.decision.temperature.");
+    let lookup = |name: &str| {
+        let t = g.get(&format!("{prefix}{name}")).and_then(|v| v.as_f64());
+        t.filter(|&t| t > 0.0 && t.is_finite())
+    };
     let mut answers = Json::object();
     let mut n_tokens = 0;
     for (q, input) in w.questions.iter().zip(&inputs) {
         let scores = score_in(&mut s, input).map_err(|e| ApiError::Server(e.to_string()))?;
         let lps: Vec<f64> = scores.iter().map(|s| s.logprob).collect();
-        let probs = normalize(&lps, temperature(&meta, &arch, &dtype, q));
+        let t = temperature(&lookup, false, q.kind, q.options.len());
+        let probs = normalize(&lps, t);
         answers.insert(q.id.clone(), format_answer(q, &probs));
         n_tokens += input.prefix.len() + input.options.iter().map(Vec::len).sum::<usize>();
     }
@@ -388,11 +370,30 @@ pub async fn systemone(
     if !matches!(body, Json::Object(_)) {
         return Err(bad("the request body must be a JSON object"));
     }
-    let questions = parse_questions(&body)?;
+    let rules = match &l.decision {
+        Some(DecisionModel::Unsupported(t)) => {
+            return Err(ApiError::NotSupported(format!(
+                "decision model type {} reads {}, which pocket does not run; pocket runs the types read from label logits (openjev, lev, nimble)",
+                t.name(),
+                t.head()
+            )))
+        }
+        Some(DecisionModel::Labels(d)) => OptionRules {
+            max: d.max_options(),
+            noul_true_first: d.noul_true_first(),
+            limit_of: "this model",
+        },
+        None => GENERIC_RULES,
+    };
+    let questions = parse_questions(&body, &rules)?;
     if has_images(&body)? {
         return Err(ApiError::NotSupported(
             "This server does not support image input for decisions. For a model that supports it, start it with `--mmproj`".into(),
         ));
+    }
+    if matches!(l.decision, Some(DecisionModel::Labels(_))) {
+        let state = body.get("state").cloned().unwrap_or(Json::Null);
+        return systemone_native::answer(app.clone(), questions, state).await;
     }
     let state = state_text(body.get("state").unwrap_or(&Json::Null));
     let mut prompts = Vec::with_capacity(questions.len());
@@ -415,6 +416,11 @@ pub async fn systemone(
     let (answers, n_tokens) = tokio::task::spawn_blocking(move || decide(work))
         .await
         .map_err(|e| ApiError::Server(format!("decision thread: {e}")))??;
+    Ok(AxumJson(response(&app, answers, n_tokens)))
+}
+
+/// llama-server's response: the model, the answers, the usage (counted in the metrics).
+pub fn response(app: &App, answers: Json, n_tokens: usize) -> Json {
     app.shared.metrics.lock().unwrap().prompt_tokens += n_tokens as u64;
     let mut out = Json::object();
     out.insert("model", app.model_name.clone());
@@ -423,7 +429,7 @@ pub async fn systemone(
     usage.insert("input_tokens", n_tokens);
     usage.insert("output_tokens", 0usize);
     out.insert("usage", usage);
-    Ok(AxumJson(out))
+    out
 }
 
 #[cfg(test)]
@@ -431,7 +437,7 @@ mod tests {
     use super::*;
 
     fn parse(s: &str) -> Result<Vec<Question>, ApiError> {
-        parse_questions(&serde_json::from_str::<Json>(s).unwrap())
+        parse_questions(&serde_json::from_str::<Json>(s).unwrap(), &GENERIC_RULES)
     }
 
     #[test]
@@ -490,22 +496,30 @@ mod tests {
     }
 
     #[test]
-    fn declared_temperatures_use_llama_cpp_buckets() {
-        let qs = parse(
-            r#"{"state": "s", "questions": {"c": {"type": "choice", "instructions": "?", "criteria": {"a": null, "b": null, "c": null}}}}"#,
-        )
-        .unwrap();
-        let meta = |k: &str| match k {
-            "qwen3.decision.temperature.choice.3_5" => Some(0.5),
-            "qwen3.decision.temperature.choice" => Some(2.0),
-            "llama.decision.temperature.choice" => Some(3.0),
-            _ => None,
+    fn a_native_model_sets_the_option_limit_and_the_noul_order() {
+        let rules = OptionRules {
+            max: 2,
+            noul_true_first: true,
+            limit_of: "this model",
         };
-        assert_eq!(temperature(&meta, "qwen3", "openjev", &qs[0]), 0.5);
-        assert_eq!(temperature(&meta, "llama", "openjev", &qs[0]), 3.0);
-        // lev's buckets are named otherwise: only the type-wide value matches.
-        assert_eq!(temperature(&meta, "qwen3", "lev", &qs[0]), 2.0);
-        assert_eq!(temperature(&meta, "gemma3", "", &qs[0]), 1.0);
+        let body = |q: &str| {
+            serde_json::from_str::<Json>(&format!(r#"{{"state": "s", "questions": {{"q": {q}}}}}"#))
+                .unwrap()
+        };
+        let qs =
+            parse_questions(&body(r#"{"type": "noul", "instructions": "?"}"#), &rules).unwrap();
+        let keys: Vec<&str> = qs[0].options.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(keys, ["true", "false"]);
+        let e = parse_questions(
+            &body(r#"{"type": "score", "instructions": "?", "criteria": ["a", "b", "c"]}"#),
+            &rules,
+        )
+        .unwrap_err();
+        assert_eq!(e.status().as_u16(), 400);
+        assert_eq!(
+            e.to_string(),
+            "questions.q: too many options (3), this model supports at most 2"
+        );
     }
 
     #[test]

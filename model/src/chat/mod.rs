@@ -382,6 +382,23 @@ impl ChatTemplate {
             ("bos_token", Value::from(self.bos_token.as_str())),
             ("eos_token", Value::from(self.eos_token.as_str())),
         ]);
+        self.render_ctx(ctx, fuel, max_out)
+    }
+
+    /// Renders with the fields of `ctx` (an object; its keys keep their order) as the
+    /// template's variables, and nothing else: no `messages`, no BOS/EOS texts, nothing
+    /// stripped (llama-server's decision prompts, `decision.rs`). The fuel and output cap
+    /// are a one-message conversation's with the serialized `ctx` as its text.
+    pub fn render_value<S: serde::Serialize + ?Sized>(&self, ctx: &S) -> Result<String, ChatError> {
+        let text = serde_json::to_string(ctx).map_or(0, |s| s.len());
+        let fuel = FUEL_MAX.min(FUEL_BASE + FUEL_PER_MESSAGE + text as u64 / FUEL_TEXT_DIVISOR);
+        let max_out = OUTPUT_BASE + OUTPUT_PER_MESSAGE + 2 * text;
+        let ctx = Value::from(minijinja::value::Serde(ctx));
+        on_big_stack(|| self.render_ctx(ctx, fuel, max_out))
+    }
+
+    /// One render of `ctx` with this fuel budget and output cap.
+    fn render_ctx(&self, ctx: Value, fuel: u64, max_out: usize) -> Result<String, ChatError> {
         // The fuel is per render, so each render gets a copy of the environment (cheap: the
         // compiled template is shared).
         let mut env = self.env.clone();

@@ -4,6 +4,7 @@
 //! - [`presets`]: the shapes (MNN-Pocket 0.3B, Qwen3 0.6B, Qwen2.5 0.5B, SmolLM2 135M, custom).
 //! - [`vocab`]: the Qwen vocabulary trimmed to the preset's size.
 //! - [`weights`]: the PRNG and quantization of the random tensors.
+//! - [`decision`]: the metadata of a native decision model (`--decision`).
 //!
 //! Tensor types: `f16`, `q8_0`, `q4_0` and `q4_1` put every 2-D weight (token_embd
 //! included) in that type, like `llama-quantize --pure`; a row width that is not a multiple
@@ -14,6 +15,7 @@
 //!
 //! Output is deterministic: same preset, type and seed give byte-identical files.
 
+pub mod decision;
 pub mod presets;
 pub mod truncate;
 pub mod vocab;
@@ -421,6 +423,13 @@ pub fn metadata(
         "tokenizer.chat_template".into(),
         MetaValue::String(vocab::CHATML_TEMPLATE.into()),
     );
+    for (k, v) in preset
+        .decision
+        .iter()
+        .flat_map(|d| decision::metadata(a, d))
+    {
+        put(k, v);
+    }
     put("general.quantization_version".into(), MetaValue::U32(2));
     kv
 }

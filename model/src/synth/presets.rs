@@ -78,6 +78,8 @@ pub struct Preset {
     pub regular: Option<usize>,
     /// Q4_1 output as MNN's 64-element groups (two 32-blocks sharing d, m).
     pub q4_1_group64: bool,
+    /// A native decision model to declare (`--decision`), none by default.
+    pub decision: Option<super::decision::DecisionSpec>,
 }
 
 impl Preset {
@@ -107,6 +109,7 @@ pub fn preset(name: &str) -> Option<Preset> {
         specials,
         regular,
         q4_1_group64: g64,
+        decision: None,
     };
     Some(match name {
         "mnn-pocket-0.3b" => p(
