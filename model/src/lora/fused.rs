@@ -103,7 +103,11 @@ impl<'a> Fused<'a> {
         let act = act.filter(|a| a.rows() == tokens && a.cols() == n_in);
         let mut segs = Vec::new();
         let (mut n_mid, mut n_units) = (0, 0);
-        let seg_tokens = if tokens < PANEL_SPLIT_TOKENS { tokens } else { 0 };
+        let seg_tokens = if tokens < PANEL_SPLIT_TOKENS {
+            tokens
+        } else {
+            0
+        };
         for t in 0..seg_tokens {
             let Some(set) = runs.set_of(t) else { continue };
             for (pi, part) in parts.iter().enumerate() {
@@ -209,7 +213,8 @@ impl ItemTail for Fused<'_> {
             let lo = rows.start.max(part.offset);
             let hi = rows.end.min(part.offset + part.n_out);
             if lo < hi {
-                seg.pair.prefetch_b(self.isa, lo - part.offset..hi - part.offset);
+                seg.pair
+                    .prefetch_b(self.isa, lo - part.offset..hi - part.offset);
             }
         }
     }
