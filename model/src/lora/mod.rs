@@ -172,11 +172,11 @@ impl LoraPair {
 }
 
 /// The elements of `A` or `B`: f32 as read (ggml numerics, merging: llama.cpp computes
-/// an f32 adapter in f32), or bf16 for the fast path. A decode step reads every adapter
-/// element once, so its cost is bandwidth: a rank-16 adapter on all projections of the
-/// MNN-Pocket shape is 29 MB in f32 beside 190 MB of Q4_1 weights, 14 MB in bf16. bf16's
-/// 2⁻⁹ relative rounding of each element is far below the fast path's own int8
-/// activation rounding, and its conversion is a shift (vectorized), unlike f16's.
+/// an f32 adapter in f32), or bf16 (the fast path's form of a pair whose input width is
+/// not a multiple of 32; the others run in int8, [`PairQ8`]). A decode step reads every
+/// adapter element once, so its cost is bandwidth: a rank-16 adapter on all projections
+/// of the MNN-Pocket shape is 29 MB in f32 beside 190 MB of Q4_1 weights, 14 MB in bf16,
+/// 8 MB in int8. bf16's conversion is a shift (vectorized), unlike f16's.
 #[derive(Clone, Debug)]
 pub enum LoraMat {
     F32(Vec<f32>),
