@@ -155,11 +155,8 @@ fn two_sequences_with_different_adapters_in_a_two_token_step() {
             last[i] = row.to_vec();
         }
     }
-    for i in 0..2 {
-        assert!(
-            last[i] == alone[i],
-            "sequence {i} differs from itself alone"
-        );
+    for (i, (l, a)) in last.iter().zip(&alone).enumerate() {
+        assert!(l == a, "sequence {i} differs from itself alone");
     }
 }
 
