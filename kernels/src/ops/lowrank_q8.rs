@@ -10,11 +10,11 @@
 //! = max_r |B[o][r]| / 127` (each column its own scale: the rows of `B` are the output
 //! channels).
 //!
-//! Column `o` of the product, on every level: `acc = ((0 + mid[0]·q[o][0]) + mid[1]·q[o][1])
-//! + …` (each code widened to f32 exactly; multiplies and adds apart, no FMA), then
-//! `out[o] += scale · (d[o] · acc)`. The SIMD bodies (`arch::x86::lowrank_q8`: AVX2, and
-//! AVX-512 on the AVX-512 level) compute exactly that per lane, so they are bit-identical
-//! to [`add_product_ref`] whichever columns a call takes. On aarch64 the reference runs
+//! Column `o` of the product, on every level: `acc = ((0 + mid[0]·q[o][0]) +
+//! mid[1]·q[o][1]) + …` (each code widened to f32 exactly; multiplies and adds apart, no
+//! FMA), then `out[o] += scale · (d[o] · acc)`. The SIMD bodies (`arch::x86::lowrank_q8`:
+//! AVX2, and AVX-512 on the AVX-512 level) compute exactly that per lane, so they are
+//! bit-identical to [`add_product_ref`] whichever columns a call takes. On aarch64 the reference runs
 //! (no NEON body yet: the compiler vectorizes its column loop).
 
 use super::{path, Path};
