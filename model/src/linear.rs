@@ -195,8 +195,8 @@ impl Linear {
                     });
                 }
             }
-        } else if let (Linear::Packed(w), None, true) = (self, tail, t < PANEL_SPLIT_TOKENS) {
-            few_tokens(pool, w, inp, out, isa);
+        } else if let (Linear::Packed(w), true) = (self, t < PANEL_SPLIT_TOKENS) {
+            few_tokens(pool, w, inp, out, isa, tail);
         } else {
             let n_items = token_items(t, n);
             let toks = |k: usize| ThreadPool::split(t, n_items, k);
@@ -263,16 +263,18 @@ impl Linear {
 /// ([`Linear::forward_then`]). Each output element is in exactly one piece, so a tail that
 /// computes each element the same way wherever it falls gives the same result on any split.
 pub trait ItemTail: Sync {
-    /// One token: part `k` of `n` of what the rows need first (a LoRA adapter's `A x`),
-    /// run as the first item of thread `k`'s share of the job.
+    /// One token, or a few (the split by output panels): part `k` of `n` of what the rows
+    /// need first (a LoRA adapter's `A x`), run as the first item of thread `k`'s share of
+    /// the job.
     fn lead(&self, k: usize, n: usize);
-    /// One token: what `rows` will read, requested into the cache before the block's
-    /// base rows are computed.
+    /// What `rows` will read, requested into the cache before the block's base rows are
+    /// computed.
     fn prefetch(&self, rows: Range<usize>);
-    /// One token: `out` holds output rows `rows` of it. `false`: the leads are not all
-    /// done yet; the product runs it again after the job.
+    /// `out` holds output rows `rows` of every token (token `t`'s at `t·rows.len()`).
+    /// `false`: the leads are not all done yet; the product runs it again after the job.
     fn rows(&self, rows: Range<usize>, out: &mut [f32]) -> bool;
-    /// A batch: `out` holds the whole output rows of tokens `toks`.
+    /// A batch of [`PANEL_SPLIT_TOKENS`] or more: `out` holds the whole output rows of
+    /// tokens `toks`.
     fn tokens(&self, toks: Range<usize>, out: &mut [f32]);
 }
 
@@ -346,7 +348,7 @@ const TOKEN_BLOCK: usize = 24;
 /// Below this many tokens a batched matmul is split by output panels, not by tokens: a
 /// few tokens cost little more than one, so the weights' bytes are the step's time, and a
 /// split by tokens makes every thread read all of them (pp2 ran slower than pp4 here).
-const PANEL_SPLIT_TOKENS: usize = 8;
+pub const PANEL_SPLIT_TOKENS: usize = 8;
 
 thread_local! {
     /// [`few_tokens`]' item outputs, kept by the calling thread from call to call.
@@ -358,8 +360,16 @@ thread_local! {
 /// Item `k` writes its `tokens × rows_k` block to a scratch piece (`ld = rows_k`), copied
 /// into `out` after the job. Every output element comes from the same tile arithmetic as
 /// under the split by tokens (the kernels' results do not depend on the panel range or
-/// the token count), so a row's bits do not change.
-fn few_tokens(pool: &ThreadPool, w: &PackedMatrix, inp: &Input, out: &mut [f32], isa: Isa) {
+/// the token count), so a row's bits do not change. A `tail` runs as in a one-token
+/// product ([`gemv_items`]), on every token of each piece.
+fn few_tokens(
+    pool: &ThreadPool,
+    w: &PackedMatrix,
+    inp: &Input,
+    out: &mut [f32],
+    isa: Isa,
+    tail: Option<&dyn ItemTail>,
+) {
     let (t, rows) = (inp.tokens, w.rows);
     let ranges = w.split_panels(pool.threads() * ITEMS_PER_THREAD);
     PANEL_SCRATCH.with(|scratch| {
@@ -367,11 +377,13 @@ fn few_tokens(pool: &ThreadPool, w: &PackedMatrix, inp: &Input, out: &mut [f32],
         scratch.resize(t * rows, 0.0);
         let widths: Vec<usize> = ranges.iter().map(|r| w.rows_in(r.clone())).collect();
         let pieces = Disjoint::split(&mut scratch, widths.iter().map(|&n| t * n));
-        pool.run_items(ranges.len(), |_, k| {
+        let rows_of = |k: usize| {
+            let r = &ranges[k];
+            (r.start * matmul::PANEL).min(rows)..(r.end * matmul::PANEL).min(rows)
+        };
+        gemv_items(pool, ranges.len(), &pieces, rows_of, tail, |k, o| {
             let (panels, ld) = (ranges[k].clone(), widths[k]);
-            if ld > 0 {
-                matmul::gemm_tokens(w, &inp.packed, 0..t, &mut pieces.piece(k), ld, panels, isa);
-            }
+            matmul::gemm_tokens(w, &inp.packed, 0..t, o, ld, panels, isa);
         });
         drop(pieces);
         let mut r0 = 0;
@@ -479,6 +491,8 @@ pub struct Input {
     q8_0: Vec<BlockQ8_0>,
     q8_1: Vec<BlockQ8_1>,
     q8_k: Vec<BlockQ8K>,
+    /// Whether `packed` holds these rows.
+    has_packed: bool,
 }
 
 impl Input {
@@ -486,6 +500,19 @@ impl Input {
     /// is quantized by the pool's threads, rows split between them (the same bits as one
     /// thread: rows are independent).
     pub fn set(&mut self, pool: &ThreadPool, x: &[f32], tokens: usize, users: &[&Linear]) {
+        self.set_with(pool, x, tokens, users, false)
+    }
+
+    /// [`Self::set`], with the packed activation also when no user needs it but
+    /// `packed` (a LoRA adapter's int8 `A` reads it; rows of a multiple of 32 only).
+    pub fn set_with(
+        &mut self,
+        pool: &ThreadPool,
+        x: &[f32],
+        tokens: usize,
+        users: &[&Linear],
+        packed: bool,
+    ) {
         self.tokens = tokens;
         self.cols = x.len() / tokens;
         let mut n = Needs::default();
@@ -497,6 +524,8 @@ impl Input {
             n.q8_1 |= m.q8_1;
             n.q8_k |= m.q8_k;
         }
+        n.packed |= packed && self.cols.is_multiple_of(matmul::QK);
+        self.has_packed = n.packed;
         self.x.clear();
         if n.f32 {
             self.x.extend_from_slice(x);
@@ -535,6 +564,11 @@ impl Input {
                 .resize(self.cols / 256, bytemuck::Zeroable::zeroed());
             formats::q8_k::quantize_row(&x[..self.cols], &mut self.q8_k);
         }
+    }
+
+    /// The rows quantized for the packed kernels, if they are.
+    pub fn packed(&self) -> Option<&QuantizedActivation> {
+        self.has_packed.then_some(&self.packed)
     }
 
     pub fn row(&self, t: usize) -> &[f32] {

@@ -50,6 +50,13 @@ impl FastOps {
         cx.obs.mark(Op::ActQuant);
     }
 
+    /// [`Self::quantize`] for products with adapters: the packed form too (an int8
+    /// adapter's `A` reads it even beside a generic matrix).
+    fn quantize_lora(&mut self, cx: &mut Cx, x: &[f32], tokens: usize, lins: &[&Linear]) {
+        self.inp.set_with(cx.pool, x, tokens, lins, true);
+        cx.obs.mark(Op::ActQuant);
+    }
+
     fn product(&self, cx: &mut Cx, op: Op, lin: &Linear, out: &mut Vec<f32>) {
         self.product_then(cx, op, lin, out, None);
     }
@@ -71,7 +78,7 @@ impl FastOps {
 
     /// The tail adding `runs`' adapters of `parts` to a product of `lin` on `x`.
     fn lora<'a>(
-        &self,
+        &'a self,
         cx: &Cx,
         runs: &'a LoraRuns<'a>,
         parts: &'a [Part],
@@ -82,7 +89,7 @@ impl FastOps {
             self.isa,
             (cx.l, runs),
             parts,
-            x,
+            (x, self.inp.packed()),
             self.inp.tokens,
             lin.rows(),
         )
@@ -243,7 +250,7 @@ impl LayerOps for FastOps {
         let (qd, kvd) = (cx.c.q_dim(), cx.c.kv_dim());
         match w {
             Qkv::Fused(lin) => {
-                self.quantize(cx, &b.xn, tokens, &[lin]);
+                self.quantize_lora(cx, &b.xn, tokens, &[lin]);
                 let parts = [
                     Part::new(Proj::Q, 0, qd),
                     Part::new(Proj::K, qd, kvd),
@@ -254,7 +261,7 @@ impl LayerOps for FastOps {
                 split_qkv(b, tokens, qd, kvd);
             }
             Qkv::Split { q, k, v } => {
-                self.quantize(cx, &b.xn, tokens, &[q, k, v]);
+                self.quantize_lora(cx, &b.xn, tokens, &[q, k, v]);
                 for (p, lin, out) in [
                     (Proj::Q, q, &mut b.q),
                     (Proj::K, k, &mut b.k),
@@ -277,7 +284,7 @@ impl LayerOps for FastOps {
             n,
             runs,
         } = a;
-        self.quantize(cx, x, n, &[lin]);
+        self.quantize_lora(cx, x, n, &[lin]);
         let parts = [Part::new(p, 0, lin.rows())];
         let tail = self.lora(cx, runs, &parts, x, lin);
         self.product_then(cx, op, lin, out, tail.as_ref());
@@ -288,7 +295,7 @@ impl LayerOps for FastOps {
         b.h.resize(n * ff, 0.0);
         match w {
             GateUp::Stacked(lin) => {
-                self.quantize(cx, &b.xn, n, &[lin]);
+                self.quantize_lora(cx, &b.xn, n, &[lin]);
                 let parts = [Part::new(Proj::Gate, 0, ff), Part::new(Proj::Up, ff, ff)];
                 let tail = self.lora(cx, runs, &parts, &b.xn, lin);
                 self.product_then(cx, Op::GateUp, lin, &mut b.g, tail.as_ref());
@@ -297,7 +304,7 @@ impl LayerOps for FastOps {
                 }
             }
             GateUp::Split { gate: wg, up: wu } => {
-                self.quantize(cx, &b.xn, n, &[wg, wu]);
+                self.quantize_lora(cx, &b.xn, n, &[wg, wu]);
                 for (p, lin, out) in [(Proj::Gate, wg, &mut b.g), (Proj::Up, wu, &mut b.u)] {
                     let parts = [Part::new(p, 0, ff)];
                     let tail = self.lora(cx, runs, &parts, &b.xn, lin);

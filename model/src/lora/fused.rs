@@ -4,26 +4,31 @@
 //! wake-up and wait, more than a decode step's whole low-rank product) and its `B` product
 //! is split across the threads with the base rows.
 //!
-//! * One token (decode): `A x` of all the parts that share the input (Q, K, V of a fused
-//!   matrix; gate and up of a stacked one) is one set of rows split across the threads:
-//!   each thread's first item of the job takes its part ([`ItemTail::lead`]); each row
-//!   block then adds `s · B[its rows] · mid` to its rows (a block done before all of
-//!   `A x` is, because a thread came late, adds it after the job).
-//! * A batch: each item takes its tokens' `A x` and `B` products whole.
+//! * One token (decode), and 2-7 tokens (the base product split by output panels, every
+//!   item all tokens): `A x` of every token and every part that shares the input (Q, K, V
+//!   of a fused matrix; gate and up of a stacked one) is one set of units (an int8 pair's
+//!   panels of 8 rows of `A`, a bf16 pair's rows) split across the threads: each thread's
+//!   first item of the job takes its part ([`ItemTail::lead`]); each row block then adds
+//!   `s · B[its rows] · mid` to its rows of every token (a block done before all of `A x`
+//!   is, because a thread came late, adds it after the job).
+//! * A larger batch: each item takes its tokens' `A x` and `B` products whole.
 //!
-//! Each output element gets the arithmetic of [`super::apply::add_product`] (the same
-//! dot, the same rank-order sum, the same scale-and-add), whichever item computes it.
+//! Each output element gets the same arithmetic whichever item computes it and however
+//! many tokens the step has: `A x` of a token is the same row of the same kernel (int8:
+//! the gemm of that token over `A`'s panels, whose rows do not depend on the panel range
+//! or the other tokens; bf16: the same dot), `B` the same per-column sum.
 //!
 //! [`Linear::forward_then`]: crate::linear::Linear::forward_then
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
+use pocket_kernels::matmul::{QuantizedActivation, PANEL};
 use pocket_kernels::Isa;
 
 use super::apply::LoraRuns;
 use super::{LoraPair, Proj};
-use crate::linear::ItemTail;
+use crate::linear::{ItemTail, PANEL_SPLIT_TOKENS};
 use crate::threadpool::ThreadPool;
 
 /// Where projection `proj`'s outputs are in each output row of a product: columns
@@ -44,35 +49,49 @@ impl Part {
     }
 }
 
+/// One pair applied to one token of a few-token product: its `A x` is `mids[first ..
+/// first + rank]`, computed in `units` lead units from the global unit `u0`.
+struct Seg<'a> {
+    t: usize,
+    pair: &'a LoraPair,
+    scale: f32,
+    part: usize,
+    first: usize,
+    u0: usize,
+    units: usize,
+}
+
 /// The adapters of layer `l` on the parts of one product, as an [`ItemTail`].
 pub struct Fused<'a> {
     isa: Isa,
     l: usize,
     runs: &'a LoraRuns<'a>,
     parts: &'a [Part],
-    /// The product's input rows (`n_in` wide).
+    /// The product's input rows (`n_in` wide), and their quantized form (what an int8
+    /// pair's `A` multiplies; `None`: quantized here when needed).
     x: &'a [f32],
+    act: Option<&'a QuantizedActivation>,
     n_in: usize,
     /// Output values per token of the product.
     row_len: usize,
-    /// One token: the `A` rows of every part's pairs, in part then pair order (each pair
-    /// with its first row there), and their products `A x` (f32 bits), written by the
-    /// leads; `done` counts the rows written.
-    segs: Vec<(&'a LoraPair, usize)>,
-    /// The part of each segment.
-    seg_parts: Vec<usize>,
+    /// Fewer than `PANEL_SPLIT_TOKENS` tokens: every (token, part, pair) in that order,
+    /// with the products `A x` (f32 bits) written by the leads; `done` counts the values
+    /// written.
+    segs: Vec<Seg<'a>>,
+    n_units: usize,
     mids: Vec<AtomicU32>,
     done: AtomicUsize,
 }
 
 impl<'a> Fused<'a> {
-    /// The tail for a product of `tokens` rows of `x` into rows of `row_len`; `None` when
-    /// no row's adapters touch `parts` in layer `l` (the plain product then runs).
+    /// The tail for a product of `tokens` rows of `x` (`act`: the same rows quantized, if
+    /// they are) into rows of `row_len`; `None` when no row's adapters touch `parts` in
+    /// layer `l` (the plain product then runs).
     pub fn new(
         isa: Isa,
         (l, runs): (usize, &'a LoraRuns<'a>),
         parts: &'a [Part],
-        x: &'a [f32],
+        (x, act): (&'a [f32], Option<&'a QuantizedActivation>),
         tokens: usize,
         row_len: usize,
     ) -> Option<Fused<'a>> {
@@ -80,15 +99,35 @@ impl<'a> Fused<'a> {
         if tokens == 0 || !runs.touches(l, &projs) {
             return None;
         }
-        let (mut segs, mut seg_parts) = (Vec::new(), Vec::new());
-        let mut n_mid = 0;
-        if tokens == 1 {
-            let set = runs.set_of(0)?;
+        let n_in = x.len() / tokens;
+        let act = act.filter(|a| a.rows() == tokens && a.cols() == n_in);
+        let mut segs = Vec::new();
+        let (mut n_mid, mut n_units) = (0, 0);
+        let seg_tokens = if tokens < PANEL_SPLIT_TOKENS {
+            tokens
+        } else {
+            0
+        };
+        for t in 0..seg_tokens {
+            let Some(set) = runs.set_of(t) else { continue };
             for (pi, part) in parts.iter().enumerate() {
-                for (pair, _) in set.pairs(l, part.proj) {
-                    segs.push((pair, n_mid));
-                    seg_parts.push(pi);
+                for (pair, scale) in set.pairs(l, part.proj) {
+                    let units = match (&pair.q8, act) {
+                        (Some(q), Some(_)) => q.a_panels(),
+                        (Some(_), None) => 1,
+                        (None, _) => pair.rank,
+                    };
+                    segs.push(Seg {
+                        t,
+                        pair,
+                        scale,
+                        part: pi,
+                        first: n_mid,
+                        u0: n_units,
+                        units,
+                    });
                     n_mid += pair.rank;
+                    n_units += units;
                 }
             }
         }
@@ -98,38 +137,84 @@ impl<'a> Fused<'a> {
             runs,
             parts,
             x,
-            n_in: x.len() / tokens,
+            act,
+            n_in,
             row_len,
             segs,
-            seg_parts,
+            n_units,
             mids: (0..n_mid).map(|_| AtomicU32::new(0)).collect(),
             done: AtomicUsize::new(0),
         })
+    }
+
+    /// `mid = A x` of token `t` for `pair` (every row; the arithmetic of the leads).
+    fn a_product(&self, pair: &LoraPair, t: usize, mid: &mut [f32]) {
+        match (&pair.q8, self.act) {
+            (Some(q), Some(act)) => q.a_product(self.isa, act, t, 0..q.a_panels(), mid),
+            _ => pair.a_product(self.isa, &self.x[t * self.n_in..][..self.n_in], mid),
+        }
+    }
+
+    /// Units `u` (local to `seg`) of `seg`'s `A x` into the atomics; the values written.
+    fn lead_units(&self, seg: &Seg, u: Range<usize>, buf: &mut [f32]) -> usize {
+        let (pair, t) = (seg.pair, seg.t);
+        let rows = match (&pair.q8, self.act) {
+            (Some(q), Some(act)) => {
+                let rows = (u.start * PANEL).min(pair.rank)..(u.end * PANEL).min(pair.rank);
+                q.a_product(self.isa, act, t, u, &mut buf[..rows.len()]);
+                rows
+            }
+            (Some(_), None) => {
+                // One unit: the whole pair, its input quantized here.
+                self.a_product(pair, t, &mut buf[..pair.rank]);
+                0..pair.rank
+            }
+            (None, _) => {
+                let x = &self.x[t * self.n_in..][..self.n_in];
+                for (r, b) in u.clone().zip(buf.iter_mut()) {
+                    *b = pair.a.dot(self.isa, r * pair.n_in, x);
+                }
+                u
+            }
+        };
+        for (r, b) in rows.clone().zip(buf.iter()) {
+            self.mids[seg.first + r].store(b.to_bits(), Ordering::Relaxed);
+        }
+        rows.len()
     }
 }
 
 impl ItemTail for Fused<'_> {
     fn lead(&self, k: usize, n: usize) {
-        let rows = ThreadPool::split(self.mids.len(), n, k);
-        let x = &self.x[..self.n_in];
-        for (pair, first) in &self.segs {
-            let mine = rows.start.max(*first)..rows.end.min(first + pair.rank);
-            for g in mine {
-                let m = pair.a.dot(self.isa, (g - first) * pair.n_in, x);
-                self.mids[g].store(m.to_bits(), Ordering::Relaxed);
+        let units = ThreadPool::split(self.n_units, n, k);
+        let (mut small, mut big) = ([0f32; 64], Vec::new());
+        let mut written = 0;
+        for seg in &self.segs {
+            let lo = units.start.max(seg.u0);
+            let hi = units.end.min(seg.u0 + seg.units);
+            if lo >= hi {
+                continue;
             }
+            let buf = if seg.pair.rank <= small.len() {
+                &mut small[..]
+            } else {
+                big.resize(seg.pair.rank, 0.0);
+                &mut big[..]
+            };
+            written += self.lead_units(seg, lo - seg.u0..hi - seg.u0, buf);
         }
         // Publishes the stores above to the item that sees the count complete.
-        self.done.fetch_add(rows.len(), Ordering::Release);
+        self.done.fetch_add(written, Ordering::Release);
     }
 
     fn prefetch(&self, rows: Range<usize>) {
-        for (pair, part) in self.segs.iter().map(|(p, _)| p).zip(&self.seg_parts) {
-            let part = &self.parts[*part];
+        for seg in self.segs.iter().filter(|s| s.t == 0) {
+            let part = &self.parts[seg.part];
             let lo = rows.start.max(part.offset);
             let hi = rows.end.min(part.offset + part.n_out);
             if lo < hi {
-                pair.prefetch_b(self.isa, lo - part.offset..hi - part.offset);
+                seg.pair
+                    .prefetch_b(self.isa, lo - part.offset..hi - part.offset);
             }
         }
     }
@@ -138,32 +223,30 @@ impl ItemTail for Fused<'_> {
         if self.done.load(Ordering::Acquire) < self.mids.len() {
             return false;
         }
-        let Some(set) = self.runs.set_of(0) else {
-            return true;
-        };
-        let mut seg = self.segs.iter();
+        let width = rows.len();
         // `A x` of a pair, copied out of the atomics (no allocation up to rank 64).
         let (mut small, mut big) = ([0f32; 64], Vec::new());
-        for part in self.parts {
+        for seg in &self.segs {
+            let part = &self.parts[seg.part];
             // The part's columns among `rows`.
             let lo = rows.start.max(part.offset);
             let hi = rows.end.min(part.offset + part.n_out);
-            for (pair, scale) in set.pairs(self.l, part.proj) {
-                let (_, first) = seg.next().expect("a segment per pair");
-                if lo < hi {
-                    let mid = if pair.rank <= small.len() {
-                        &mut small[..pair.rank]
-                    } else {
-                        big.resize(pair.rank, 0.0);
-                        &mut big[..]
-                    };
-                    for (m, v) in mid.iter_mut().zip(&self.mids[*first..first + pair.rank]) {
-                        *m = f32::from_bits(v.load(Ordering::Relaxed));
-                    }
-                    let o = &mut out[lo - rows.start..hi - rows.start];
-                    pair.add_b_product(self.isa, mid, scale, lo - part.offset, o);
-                }
+            if lo >= hi {
+                continue;
             }
+            let rank = seg.pair.rank;
+            let mid = if rank <= small.len() {
+                &mut small[..rank]
+            } else {
+                big.resize(rank, 0.0);
+                &mut big[..]
+            };
+            for (m, v) in mid.iter_mut().zip(&self.mids[seg.first..seg.first + rank]) {
+                *m = f32::from_bits(v.load(Ordering::Relaxed));
+            }
+            let o = &mut out[seg.t * width + lo - rows.start..][..hi - lo];
+            seg.pair
+                .add_b_product(self.isa, mid, seg.scale, lo - part.offset, o);
         }
         true
     }
@@ -174,12 +257,11 @@ impl ItemTail for Fused<'_> {
             let Some(set) = self.runs.set_of(t) else {
                 continue;
             };
-            let x = &self.x[t * self.n_in..][..self.n_in];
             let row = &mut out[j * self.row_len..][..self.row_len];
             for part in self.parts {
                 for (pair, scale) in set.pairs(self.l, part.proj) {
                     mid.resize(pair.rank, 0.0);
-                    pair.a_product(self.isa, x, &mut mid);
+                    self.a_product(pair, t, &mut mid);
                     let o = &mut row[part.offset..][..part.n_out];
                     pair.add_b_product(self.isa, &mid, scale, 0, o);
                 }

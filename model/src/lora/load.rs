@@ -221,6 +221,7 @@ fn read_pair<A: AsRef<[u8]>>(
         a: LoraMat::F32(read_f32(g, path, a)?),
         b: LoraMat::F32(read_f32(g, path, b)?),
         bt: None,
+        q8: None,
     })
 }
 

@@ -18,12 +18,15 @@ pub mod apply;
 pub mod fused;
 pub mod load;
 pub mod prepare;
+pub mod q8;
 pub mod synth;
 
 use std::sync::Arc;
 
 use pocket_kernels::ops::lowrank;
 use pocket_kernels::Isa;
+
+pub use q8::PairQ8;
 
 pub use load::LoraError;
 
@@ -86,11 +89,17 @@ pub struct LoraPair {
     /// any run of outputs is then one contiguous read, 8 outputs per vector, instead of
     /// `n_out` dots of `rank`.
     pub bt: Option<LoraMat>,
+    /// The fast path's int8 form ([`PairQ8`]; `a` and `b` then empty, `bt` `None`).
+    pub q8: Option<PairQ8>,
 }
 
 impl LoraPair {
     /// `mid[r] = A[r] · x` for the `rank` rows of `A` (`x`: one input row).
     pub fn a_product(&self, isa: Isa, x: &[f32], mid: &mut [f32]) {
+        if let Some(q) = &self.q8 {
+            let act = pocket_kernels::matmul::QuantizedActivation::quantize_with(x, 1, isa);
+            return q.a_product(isa, &act, 0, 0..q.a_panels(), mid);
+        }
         for (r, m) in mid.iter_mut().enumerate() {
             *m = self.a.dot(isa, r * self.n_in, x);
         }
@@ -101,6 +110,9 @@ impl LoraPair {
     /// whichever columns a call takes).
     pub fn add_b_product(&self, isa: Isa, mid: &[f32], scale: f32, c0: usize, out: &mut [f32]) {
         let (rank, n_out) = (self.rank, self.n_out);
+        if let Some(q) = &self.q8 {
+            return q.add_b_product(isa, mid, scale, c0, out);
+        }
         match &self.bt {
             Some(LoraMat::Bf16(bt)) => {
                 let product = lowrank::BtProduct {
@@ -131,13 +143,18 @@ impl LoraPair {
 
     /// Asks the cache for what [`Self::add_b_product`] reads for output columns `cols`.
     pub fn prefetch_b(&self, isa: Isa, cols: std::ops::Range<usize>) {
-        if let Some(LoraMat::Bf16(bt)) = &self.bt {
+        if let Some(q) = &self.q8 {
+            pocket_kernels::ops::lowrank_q8::prefetch_with(isa, &q.bt, cols);
+        } else if let Some(LoraMat::Bf16(bt)) = &self.bt {
             lowrank::prefetch_bt_with(isa, bt, self.rank, cols);
         }
     }
 
     /// `B` row-major in f32, whichever form it is held in.
     pub fn b_rows(&self) -> Vec<f32> {
+        if let Some(q) = &self.q8 {
+            return q.bt.to_rows();
+        }
         match &self.bt {
             None => self.b.to_f32().into_owned(),
             Some(bt) => {
@@ -155,11 +172,11 @@ impl LoraPair {
 }
 
 /// The elements of `A` or `B`: f32 as read (ggml numerics, merging: llama.cpp computes
-/// an f32 adapter in f32), or bf16 for the fast path. A decode step reads every adapter
-/// element once, so its cost is bandwidth: a rank-16 adapter on all projections of the
-/// MNN-Pocket shape is 29 MB in f32 beside 190 MB of Q4_1 weights, 14 MB in bf16. bf16's
-/// 2⁻⁹ relative rounding of each element is far below the fast path's own int8
-/// activation rounding, and its conversion is a shift (vectorized), unlike f16's.
+/// an f32 adapter in f32), or bf16 (the fast path's form of a pair whose input width is
+/// not a multiple of 32; the others run in int8, [`PairQ8`]). A decode step reads every
+/// adapter element once, so its cost is bandwidth: a rank-16 adapter on all projections
+/// of the MNN-Pocket shape is 29 MB in f32 beside 190 MB of Q4_1 weights, 14 MB in bf16,
+/// 8 MB in int8. bf16's conversion is a shift (vectorized), unlike f16's.
 #[derive(Clone, Debug)]
 pub enum LoraMat {
     F32(Vec<f32>),
@@ -253,11 +270,44 @@ impl LoraAdapter {
             .iter()
             .flatten()
             .flatten()
-            .map(|p| p.a.bytes() + p.b.bytes())
+            .map(|p| p.a.bytes() + p.b.bytes() + p.q8.as_ref().map_or(0, PairQ8::bytes))
             .sum()
     }
 
-    /// The same adapter with bf16 elements (the fast path's form; see [`LoraMat`]).
+    /// The fast path's form: each pair in int8 ([`PairQ8`]) where its input width is a
+    /// multiple of 32, else in bf16 ([`Self::to_bf16`]).
+    pub fn to_int8(&self) -> LoraAdapter {
+        let bf16 = self.to_bf16();
+        let layers = self
+            .layers
+            .iter()
+            .zip(bf16.layers)
+            .map(|(ps, hs)| {
+                let mut out = hs;
+                for (p, h) in ps.iter().zip(out.iter_mut()) {
+                    let Some(p) = p else { continue };
+                    let (a, b) = (p.a.to_f32(), p.b_rows());
+                    if let Some(q) = PairQ8::new(&a, &b, p.rank, p.n_in, p.n_out) {
+                        *h = Some(LoraPair {
+                            a: LoraMat::F32(Vec::new()),
+                            b: LoraMat::F32(Vec::new()),
+                            bt: None,
+                            q8: Some(q),
+                            ..p.clone()
+                        });
+                    }
+                }
+                out
+            })
+            .collect();
+        LoraAdapter {
+            name: self.name.clone(),
+            alpha: self.alpha,
+            layers,
+        }
+    }
+
+    /// The same adapter with bf16 elements (see [`LoraMat`]).
     pub fn to_bf16(&self) -> LoraAdapter {
         let layers = self
             .layers
@@ -273,6 +323,7 @@ impl LoraAdapter {
                             a: p.a.to_bf16(),
                             b: LoraMat::Bf16(Vec::new()),
                             bt: Some(bt),
+                            q8: None,
                             ..p
                         }
                     })
@@ -339,7 +390,10 @@ pub fn attach(
     specs: &[(std::path::PathBuf, f32)],
     merge: bool,
 ) -> Result<Vec<Arc<LoraAdapter>>, LoraError> {
-    // The fast path runs bf16 copies (see `LoraMat`); ggml numerics and merging, f32.
+    // The fast path runs bf16 copies (`LoraMat`); ggml numerics and merging, f32. The
+    // int8 form (`LoraAdapter::to_int8`, half the bytes) is not the default: on SmolLM2
+    // it moved `--lora` perplexity 0.56 % and `--lora-scaled a:0.5,b:0.75` 1.5 % from
+    // llama-perplexity's, past issue #20's 0.5 % (bf16: 0.19 % and 0.30 %).
     let compact = !merge && model.numerics == crate::Numerics::Fast;
     let adapters: Vec<Arc<LoraAdapter>> = specs
         .iter()

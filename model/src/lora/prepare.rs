@@ -215,6 +215,9 @@ fn merged(
     let mut x = vec![0f32; n];
     formats::dequantize(ty, w, &mut x).map_err(|e| err(l, e.to_string()))?;
     for &(p, s) in pairs {
+        if p.q8.is_some() {
+            return Err(err(l, "an int8 (run-time) adapter cannot be merged"));
+        }
         let (pa, pb) = (p.a.to_f32(), p.b_rows());
         let n_in = p.n_in;
         for (o, row) in x.chunks_exact_mut(n_in).enumerate() {
