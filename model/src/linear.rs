@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use pocket_kernels::formats::{self, q8_0::BlockQ8_0, q8_1::BlockQ8_1, q8_k::BlockQ8K};
-use pocket_kernels::matmul::{self, Kind, PackedMatrix, QuantizedActivation};
+use pocket_kernels::matmul::{self, Kind, Layout, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
 
 use crate::gguf::TensorBytes;
@@ -131,7 +131,10 @@ impl Linear {
     fn needs(&self, tokens: usize) -> Needs {
         let mut n = Needs::default();
         match self {
-            Linear::Packed(_) => n.packed = true,
+            Linear::Packed(p) => {
+                n.packed = true;
+                n.packed_f32 = p.layout == Layout::F16;
+            }
             Linear::Generic { ty, .. } if tokens == 1 => match act_format(*ty).unwrap() {
                 ActFormat::F32 => n.f32 = true,
                 ActFormat::Q8_0 => n.q8_0 = true,
@@ -474,6 +477,8 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 #[derive(Clone, Copy, Default, Debug)]
 struct Needs {
     packed: bool,
+    /// The packed activation keeps its f32 rows (F16 panels read them).
+    packed_f32: bool,
     /// The f32 rows themselves (generic matrices: [`Input::row`]).
     f32: bool,
     q8_0: bool,
@@ -519,6 +524,7 @@ impl Input {
         for u in users {
             let m = u.needs(tokens);
             n.packed |= m.packed;
+            n.packed_f32 |= m.packed_f32;
             n.f32 |= m.f32;
             n.q8_0 |= m.q8_0;
             n.q8_1 |= m.q8_1;
@@ -531,12 +537,17 @@ impl Input {
             self.x.extend_from_slice(x);
         }
         if n.packed {
-            let threads = if tokens >= PARALLEL_QUANTIZE_TOKENS {
-                pool.threads()
+            // Four parts a thread, claimed as the threads go: with one part each, a worker
+            // still waking left both to the caller (perf: 85 % of prefill's quantization
+            // on the calling thread, SmolLM2 pp512).
+            let n_parts = if tokens >= PARALLEL_QUANTIZE_TOKENS {
+                (4 * pool.threads()).min(tokens / 4)
             } else {
                 1
             };
-            let parts = self.packed.parts(x, tokens, threads, Isa::active());
+            let parts = self
+                .packed
+                .parts_keeping(x, tokens, n_parts, Isa::active(), n.packed_f32);
             if parts.len() == 1 {
                 parts.into_iter().for_each(|p| p.fill());
             } else {

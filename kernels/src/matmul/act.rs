@@ -28,7 +28,8 @@ pub struct QuantizedActivation {
     /// as i16) << 16` (Q6_K's `-32` offset under its per-16 scales; `|Σ| <= 2032`).
     sum16: Vec<i32>,
     /// The f32 rows themselves (`rows x cols`), for F16 weights (which take f32
-    /// activations, as ggml's F16 x F32 path).
+    /// activations, as ggml's F16 x F32 path); empty when the filler said no F16 matrix
+    /// reads this activation ([`Self::parts_keeping`]).
     x: Vec<f32>,
 }
 
@@ -53,7 +54,7 @@ impl QuantizedActivation {
     }
 
     pub fn requantize_with(&mut self, x: &[f32], n_rows: usize, isa: Isa) {
-        for part in self.parts(x, n_rows, 1, isa) {
+        for part in self.parts_keeping(x, n_rows, 1, isa, true) {
             part.fill();
         }
     }
@@ -69,6 +70,20 @@ impl QuantizedActivation {
         n_rows: usize,
         n: usize,
         isa: Isa,
+    ) -> Vec<RowsPart<'a>> {
+        self.parts_keeping(x, n_rows, n, isa, true)
+    }
+
+    /// [`Self::parts`]; `keep_f32`: also keep a copy of the f32 rows ([`Self::row_f32`],
+    /// which only F16 weights read). Without it the fill skips a copy of every input
+    /// (4 bytes an element: a third of prefill's serial activation work on SmolLM2).
+    pub fn parts_keeping<'a>(
+        &'a mut self,
+        x: &'a [f32],
+        n_rows: usize,
+        n: usize,
+        isa: Isa,
+        keep_f32: bool,
     ) -> Vec<RowsPart<'a>> {
         assert!(n_rows > 0, "no activation rows");
         assert!(
@@ -89,7 +104,7 @@ impl QuantizedActivation {
         self.ds.resize(nb, 0.0);
         self.sum8.resize(nb, 0);
         self.sum16.resize(nb, 0);
-        self.x.resize(x.len(), 0.0);
+        self.x.resize(if keep_f32 { x.len() } else { 0 }, 0.0);
         let n = n.clamp(1, n_rows);
         let (mut qs, mut d, mut sum, mut ds) = (
             &mut self.qs[..],
@@ -110,7 +125,7 @@ impl QuantizedActivation {
             let (ds0, ds1) = std::mem::take(&mut ds).split_at_mut(b);
             let (e0, e1) = std::mem::take(&mut sum8).split_at_mut(b);
             let (h0, h1) = std::mem::take(&mut sum16).split_at_mut(b);
-            let (c0, c1) = std::mem::take(&mut xc).split_at_mut(e);
+            let (c0, c1) = std::mem::take(&mut xc).split_at_mut(if keep_f32 { e } else { 0 });
             let (x0, x1) = xs.split_at(e);
             (qs, d, sum, ds, sum8, sum16, xc, xs) = (q1, d1, s1, ds1, e1, h1, c1, x1);
             parts.push(RowsPart {
@@ -158,8 +173,13 @@ impl QuantizedActivation {
     pub fn row_sum16(&self, t: usize) -> &[i32] {
         row(&self.sum16, t, self.blocks())
     }
-    /// The f32 input row `t` (as given, unquantized).
+    /// The f32 input row `t` (as given, unquantized). Panics when the activation was
+    /// filled without them ([`Self::parts_keeping`]).
     pub fn row_f32(&self, t: usize) -> &[f32] {
+        assert!(
+            !self.x.is_empty(),
+            "activation quantized without its f32 rows (no F16 matrix was to read them)"
+        );
         row(&self.x, t, self.cols)
     }
     /// Block `d·Σq` of row `t`.
@@ -210,7 +230,9 @@ impl RowsPart<'_> {
             x_copy,
             isa,
         } = self;
-        x_copy.copy_from_slice(x);
+        if !x_copy.is_empty() {
+            x_copy.copy_from_slice(x);
+        }
         if !quantize_simd(x, qs, d, sum, ds, isa) {
             for (b, (xb, qb)) in x.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).enumerate() {
                 let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
