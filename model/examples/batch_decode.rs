@@ -11,7 +11,9 @@ use pocket_model::{Batch, Model, Session, SessionOptions};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    let path = a.get(1).expect("usage: batch_decode MODEL [THREADS] [STEPS] [CTX]");
+    let path = a
+        .get(1)
+        .expect("usage: batch_decode MODEL [THREADS] [STEPS] [CTX]");
     let threads: usize = a.get(2).map_or(2, |s| s.parse().unwrap());
     let steps: usize = a.get(3).map_or(64, |s| s.parse().unwrap());
     let ctx: usize = a.get(4).map_or(16, |s| s.parse().unwrap());
@@ -44,7 +46,11 @@ fn main() {
         }
         let ms = t.elapsed().as_secs_f64() * 1e3 / steps as f64;
         let bd = s.breakdown().unwrap();
-        let ph: &PhaseStats = if bd.decode.calls > 0 { &bd.decode } else { &bd.prefill };
+        let ph: &PhaseStats = if bd.decode.calls > 0 {
+            &bd.decode
+        } else {
+            &bd.prefill
+        };
         let per = |op: Op| ph.get(op).ns as f64 / 1e6 / steps as f64;
         let split: Vec<String> = Op::ALL
             .iter()

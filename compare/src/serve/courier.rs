@@ -41,7 +41,8 @@ impl Courier {
 
     /// Queues `events` for `to`, in order, until [`Courier::flush`].
     pub fn hold(&mut self, to: &UnboundedSender<Event>, events: impl IntoIterator<Item = Event>) {
-        self.held.extend(events.into_iter().map(|ev| (to.clone(), ev)));
+        self.held
+            .extend(events.into_iter().map(|ev| (to.clone(), ev)));
     }
 
     /// Hands every held event over.

@@ -360,7 +360,9 @@ impl<'m> Engine<'m> {
         }
         let fast = match a.job.settings.probs {
             // The candidates stay unbuilt: only the probabilities read them.
-            None => a.sampler.sample_greedy_biased(logits, &a.job.settings.logit_bias),
+            None => a
+                .sampler
+                .sample_greedy_biased(logits, &a.job.settings.logit_bias),
             Some(_) => None,
         };
         let token = if let Some(t) = fast {

@@ -290,10 +290,20 @@ fn greedy_biased_fast_path_picks_what_the_chain_picks() {
                 *x += b;
             }
         }
-        let mut chain = Sampler::new(SamplerParams { seed: Some(1), ..SamplerParams::greedy() });
-        let mut fast = Sampler::new(SamplerParams { seed: Some(1), ..SamplerParams::greedy() });
+        let mut chain = Sampler::new(SamplerParams {
+            seed: Some(1),
+            ..SamplerParams::greedy()
+        });
+        let mut fast = Sampler::new(SamplerParams {
+            seed: Some(1),
+            ..SamplerParams::greedy()
+        });
         let want = chain.sample(&masked);
-        assert_eq!(fast.sample_greedy_biased(&l, bias), Some(want), "bias {bias:?}");
+        assert_eq!(
+            fast.sample_greedy_biased(&l, bias),
+            Some(want),
+            "bias {bias:?}"
+        );
         // The PRNG stream stays aligned with the chain's.
         assert_eq!(chain.rng.next_f64(), fast.rng.next_f64());
     }
@@ -313,14 +323,30 @@ fn lane_argmax_is_the_first_strict_maximum() {
     // length around the 16-lane width; starting bests below, equal to and above the data.
     let mut seed = 7u64;
     let mut next = || {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (seed >> 33) as usize
     };
-    let pool = [f32::NAN, f32::NEG_INFINITY, -1.0, -0.0, 0.0, 2.0, 3.0, f32::INFINITY];
+    let pool = [
+        f32::NAN,
+        f32::NEG_INFINITY,
+        -1.0,
+        -0.0,
+        0.0,
+        2.0,
+        3.0,
+        f32::INFINITY,
+    ];
     for n in 0..70 {
         for _ in 0..40 {
             let xs: Vec<f32> = (0..n).map(|_| pool[next() % pool.len()]).collect();
-            for start in [(usize::MAX, f32::NEG_INFINITY), (7, 2.0), (9, f32::NAN), (3, 0.0)] {
+            for start in [
+                (usize::MAX, f32::NEG_INFINITY),
+                (7, 2.0),
+                (9, f32::NAN),
+                (3, 0.0),
+            ] {
                 let mut want = start;
                 for (i, &x) in xs.iter().enumerate() {
                     if x > want.1 {
