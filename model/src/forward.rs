@@ -264,6 +264,12 @@ impl<'m> Session<'m> {
         self.pool.threads()
     }
 
+    /// Whether the thread pool is in its contended mode (workers park between jobs: it
+    /// saw its threads preempted), as after the last forward call.
+    pub fn pool_parking(&self) -> bool {
+        self.pool.parking()
+    }
+
     /// Evaluates the prompt in one batch; returns the last row's logits (every row's,
     /// `n_vocab` each, when `logits_all`).
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<&[f32]> {

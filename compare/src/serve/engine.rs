@@ -14,11 +14,13 @@ use std::time::Instant;
 use pocket_model::speculative::Speculator;
 use pocket_model::{Batch, Session};
 
+use super::courier::Courier;
 use super::job::{Event, Finish, Job};
 use super::metrics::SlotView;
 use super::probs::{post_sampling_probs, token_probs};
 use super::slot::{Active, Outcome};
 use super::state::Shared;
+use super::trace::{Phase, StepTrace};
 
 /// A slot's logits rows in a step: its next token's row and one per draft after it (or
 /// the prompt's last row); `len`: the slot's cache length before the step.
@@ -39,15 +41,22 @@ pub struct Engine<'m> {
     shared: Arc<Shared>,
     /// Scratch for the logits with a request's `logit_bias` added.
     masked: Vec<f32>,
+    /// The last step's logits rows.
+    logits: Vec<f32>,
+    /// The step's events for the clients, delivered at its end.
+    courier: Courier,
+    trace: StepTrace,
 }
 
 impl<'m> Engine<'m> {
-    /// The engine over `s`'s sequences; `specs`: a drafter per slot, or none at all.
+    /// The engine over `s`'s sequences; `specs`: a drafter per slot, or none at all;
+    /// `runtime`: where the courier's dispatcher runs (none: events go out directly).
     pub fn new(
         s: Session<'m>,
         specs: Vec<Option<Speculator<'m>>>,
         n_batch: usize,
         shared: Arc<Shared>,
+        runtime: Option<tokio::runtime::Handle>,
     ) -> Engine<'m> {
         let n = s.n_seq();
         let mut specs = specs;
@@ -60,6 +69,9 @@ impl<'m> Engine<'m> {
             n_batch,
             shared,
             masked: Vec::new(),
+            logits: Vec::new(),
+            courier: Courier::new(runtime),
+            trace: StepTrace::from_env(),
         }
     }
 
@@ -67,6 +79,7 @@ impl<'m> Engine<'m> {
     pub fn run(mut self, rx: Receiver<Job>) {
         loop {
             if self.idle() {
+                self.trace.idle();
                 match rx.recv() {
                     Ok(job) => self.pending.push_back(job),
                     Err(_) => return,
@@ -80,6 +93,7 @@ impl<'m> Engine<'m> {
                     Err(TryRecvError::Disconnected) => break,
                 }
             }
+            self.trace.mark(Phase::Other);
             self.drop_cancelled();
             self.admit();
             self.step();
@@ -211,13 +225,22 @@ impl<'m> Engine<'m> {
         if batch.is_empty() {
             return;
         }
+        self.trace.mark(Phase::Other);
         let t0 = Instant::now();
-        let result = self.s.forward_batch(&batch).map(|l| l.to_vec());
+        // The logits go to a buffer kept from step to step (a fresh one per step was a
+        // fresh mapping of n_vocab floats per row: page faults on every step).
+        let mut logits = std::mem::take(&mut self.logits);
+        let result = self.s.forward_batch(&batch).map(|l| {
+            logits.clear();
+            logits.extend_from_slice(l);
+        });
         let secs = t0.elapsed().as_secs_f64();
-        let logits = match result {
-            Ok(l) => l,
-            Err(e) => return self.fail_batch(&batch, &e.to_string()),
-        };
+        self.trace.mark(Phase::Forward);
+        self.trace.step(batch.len(), self.s.pool_parking());
+        if let Err(e) = result {
+            self.logits = logits;
+            return self.fail_batch(&batch, &e.to_string());
+        }
         let mut prefilled = vec![false; self.slots.len()];
         for row in &batch.rows {
             if let Some(a) = self.slots[row.seq].as_mut() {
@@ -248,6 +271,15 @@ impl<'m> Engine<'m> {
             row += 1 + w.drafts.len();
             self.verify(&w, rows, n_vocab);
         }
+        self.logits = logits;
+        self.trace.mark(Phase::Sample);
+        // Every slot's tokens of this step go out together (courier.rs).
+        for a in self.slots.iter_mut().flatten() {
+            let (to, events) = a.take_events();
+            self.courier.hold(to, events);
+        }
+        self.courier.flush();
+        self.trace.mark(Phase::Deliver);
     }
 
     /// Drafts for slot `i`, whose next token is `next` and cache holds `len` tokens, when
@@ -326,7 +358,16 @@ impl<'m> Engine<'m> {
             self.finish(slot, Finish::Limit);
             return None;
         }
-        let token = if !a.job.settings.logit_bias.is_empty() {
+        let fast = match a.job.settings.probs {
+            // The candidates stay unbuilt: only the probabilities read them.
+            None => a
+                .sampler
+                .sample_greedy_biased(logits, &a.job.settings.logit_bias),
+            Some(_) => None,
+        };
+        let token = if let Some(t) = fast {
+            t
+        } else if !a.job.settings.logit_bias.is_empty() {
             self.masked.clear();
             self.masked.extend_from_slice(logits);
             for &(id, bias) in &a.job.settings.logit_bias {
@@ -338,6 +379,7 @@ impl<'m> Engine<'m> {
         } else {
             a.sampler.sample(logits)
         };
+        self.trace.mark(Phase::Sample);
         let settings = &a.job.settings;
         let probs = settings.probs.map(|k| match settings.post_sampling_probs {
             false => token_probs(tok, logits, token, k),
@@ -353,6 +395,7 @@ impl<'m> Engine<'m> {
         if let Outcome::Finished(f) = a.accept(tok, token, probs, seq_len, n_ctx) {
             self.finish(slot, f);
         }
+        self.trace.mark(Phase::Deliver);
         Some(token)
     }
 
@@ -361,11 +404,12 @@ impl<'m> Engine<'m> {
             // The slot shows idle before its client gets the answer: a client that asks
             // /slots or /metrics right after must not see it still processing.
             self.publish();
-            a.finish(f, |t| {
+            let (to, events) = a.finish(f, |t| {
                 let mut m = self.shared.metrics.lock().unwrap();
                 m.prompt_tokens_cached += t.cache_n as u64;
                 m.requests_done += 1;
             });
+            self.courier.hold(&to, events);
         }
     }
 

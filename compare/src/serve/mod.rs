@@ -12,6 +12,7 @@ mod api;
 pub mod args;
 mod complete;
 mod cors;
+mod courier;
 mod engine;
 mod error;
 mod job;
@@ -28,6 +29,7 @@ mod slot;
 mod state;
 mod systemone;
 mod systemone_native;
+mod trace;
 
 use std::ffi::OsString;
 use std::sync::mpsc;
@@ -82,12 +84,16 @@ pub fn run(raw: Vec<OsString>) -> crate::Result<()> {
         );
     }
     let app = Arc::new(App::new(args));
-    spawn_engine(app.clone(), |loaded| {
-        if let Err(e) = loaded {
-            eprintln!("error: {e}");
-            std::process::exit(1);
-        }
-    })?;
+    {
+        // The engine's courier dispatches on this runtime (spawn_engine finds it here).
+        let _in_runtime = rt.enter();
+        spawn_engine(app.clone(), |loaded| {
+            if let Err(e) = loaded {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        })?;
+    }
     rt.block_on(listen::serve(listeners, routes::router(app)));
     Ok(())
 }
@@ -99,6 +105,8 @@ pub fn spawn_engine(
     app: Arc<App>,
     done: impl FnOnce(crate::Result<()>) + Send + 'static,
 ) -> std::io::Result<()> {
+    // The caller's runtime, if it runs in one, delivers the engine's events (courier.rs).
+    let runtime = tokio::runtime::Handle::try_current().ok();
     std::thread::Builder::new()
         .name("pocket-engine".into())
         .spawn(move || {
@@ -108,7 +116,7 @@ pub fn spawn_engine(
                     d(Ok(()))
                 }
             };
-            let r = load_and_run(app, &mut loaded);
+            let r = load_and_run(app, runtime, &mut loaded);
             if let (Err(e), Some(d)) = (r, done.take()) {
                 d(Err(e));
             }
@@ -118,7 +126,11 @@ pub fn spawn_engine(
 
 /// On the engine thread: loads the model, publishes it, calls `loaded`, then runs the
 /// engine (without holding `app`).
-fn load_and_run(app: Arc<App>, loaded: &mut dyn FnMut()) -> crate::Result<()> {
+fn load_and_run(
+    app: Arc<App>,
+    runtime: Option<tokio::runtime::Handle>,
+    loaded: &mut dyn FnMut(),
+) -> crate::Result<()> {
     let a = &app.args;
     let t0 = Instant::now();
     let path = a
@@ -182,7 +194,7 @@ fn load_and_run(app: Arc<App>, loaded: &mut dyn FnMut()) -> crate::Result<()> {
         .collect::<crate::Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::channel();
     let threads = session.threads();
-    let engine = engine::Engine::new(session, specs, a.batch_size, app.shared.clone());
+    let engine = engine::Engine::new(session, specs, a.batch_size, app.shared.clone(), runtime);
     // /slots lists every slot from the moment the server is ready.
     engine.publish();
     let published = Loaded {

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use pocket_model::sampler::Sampler;
 use pocket_model::tokenizer::Tokenizer;
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::job::{Done, Event, Finish, Job, JobTimings, Progress};
 use super::output::Output;
@@ -28,6 +29,8 @@ pub struct Active {
     started: Instant,
     first_token: Option<Instant>,
     pub timings: JobTimings,
+    /// Events for the client not handed to the engine's courier yet ([`Active::take_events`]).
+    held: Vec<Event>,
 }
 
 /// What a sampled token did to its slot.
@@ -55,6 +58,7 @@ impl Active {
             probs: Vec::new(),
             started: Instant::now(),
             first_token: None,
+            held: Vec::new(),
             timings: JobTimings {
                 cache_n: cached,
                 prompt_n: job.prompt.len() - cached,
@@ -133,7 +137,7 @@ impl Active {
         self.sampler.accept(token);
         if let Some(e) = self.sampler.take_grammar_error() {
             // The grammar failed mid-generation (it ended on an end-of-generation token).
-            let _ = self.job.events.send(Event::Failed(e.to_string()));
+            self.held.push(Event::Failed(e.to_string()));
             return Outcome::Finished(Finish::Eos);
         }
         if !self.job.settings.ignore_eos && tok.is_eog(token) {
@@ -168,7 +172,7 @@ impl Active {
         }
         let id_slot = self.slot;
         let probs = std::mem::take(&mut self.pending_probs);
-        let _ = self.job.events.send(Event::Piece {
+        self.held.push(Event::Piece {
             text,
             tokens,
             id_slot,
@@ -176,11 +180,20 @@ impl Active {
         });
     }
 
-    /// Sends what is left and the final result.
-    /// Ends the job: the last text piece, then `Done`. `count` sees the job's timings just
-    /// before `Done` is sent, so the server's counters already hold this job when its client
-    /// reads the response (a `/metrics` request right after it counts it).
-    pub fn finish(mut self, finish: Finish, count: impl FnOnce(&JobTimings)) {
+    /// The events this slot produced since the last call, in order, and their channel.
+    pub fn take_events(&mut self) -> (&UnboundedSender<Event>, Vec<Event>) {
+        (&self.job.events, std::mem::take(&mut self.held))
+    }
+
+    /// Ends the job: its held events, the last text piece, then `Done`, for the courier.
+    /// `count` sees the job's timings before any of them is delivered, so the server's
+    /// counters already hold this job when its client reads the response (a `/metrics`
+    /// request right after it counts it).
+    pub fn finish(
+        mut self,
+        finish: Finish,
+        count: impl FnOnce(&JobTimings),
+    ) -> (UnboundedSender<Event>, Vec<Event>) {
         if !matches!(finish, Finish::Word(_)) {
             if let Some((text, tokens)) = self.out.finish() {
                 self.send_piece(text, tokens);
@@ -203,6 +216,7 @@ impl Active {
             timings: self.timings,
         };
         count(&self.timings);
-        let _ = self.job.events.send(Event::Done(Box::new(done)));
+        self.held.push(Event::Done(Box::new(done)));
+        (self.job.events, self.held)
     }
 }

@@ -37,6 +37,11 @@ impl GrammarHook {
         }
     }
 
+    /// Whether a grammar constrains the next sample.
+    pub fn active(&self) -> bool {
+        self.constraint.is_some()
+    }
+
     pub fn commit(&mut self, token: u32) {
         if let Some(c) = self.constraint.as_mut() {
             if let Err(e) = c.commit(token) {

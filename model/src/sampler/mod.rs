@@ -179,6 +179,45 @@ impl Sampler {
         token
     }
 
+    /// [`Sampler::sample`] on `logits` with `bias` added (each `(id, bias)` in order, ids
+    /// outside the vocabulary skipped), when that is a plain greedy pick: temperature 0,
+    /// no penalties, no grammar. Then the same token, with the same PRNG draw, found
+    /// without copying the logits or building the candidate list (the server samples every
+    /// slot each step; those two copies of a 49k-65k vocabulary cost more than the
+    /// argmax). `None`, with nothing done, otherwise. [`Sampler::candidates`] is not
+    /// updated.
+    pub fn sample_greedy_biased(&mut self, logits: &[f32], bias: &[(u32, f32)]) -> Option<u32> {
+        let p = &self.params;
+        if p.temp > 0.0 || p.penalties_enabled() || self.grammar.active() || logits.is_empty() {
+            return None;
+        }
+        let biased = |id: usize| {
+            bias.iter()
+                .filter(|&&(b, _)| b as usize == id)
+                .fold(logits[id], |l, &(_, b)| l + b)
+        };
+        // `pick`'s scan: the first strict maximum in id order. A biased id takes its
+        // biased value; the scan over the rest reads the logits as they are.
+        let mut best = (0usize, biased(0));
+        let mut next = 1;
+        let mut ids: Vec<usize> = bias.iter().map(|&(id, _)| id as usize).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for &id in ids.iter().filter(|&&id| id >= 1 && id < logits.len()) {
+            best = argmax_from(logits, next..id, best);
+            let l = biased(id);
+            if l > best.1 {
+                best = (id, l);
+            }
+            next = id + 1;
+        }
+        best = argmax_from(logits, next..logits.len(), best);
+        self.rng.next_f64();
+        let token = best.0 as u32;
+        self.grammar.commit(token);
+        Some(token)
+    }
+
     /// The draw, from the candidates left by the penalties and the grammar.
     fn pick(&mut self) -> u32 {
         let p = &self.params;
@@ -210,5 +249,45 @@ impl Sampler {
     /// inspection and tests.
     pub fn candidates(&self) -> &[Candidate] {
         &self.cand.data
+    }
+}
+
+/// `best` updated by `logits[range]` in order: an entry replaces it only when strictly
+/// greater (the first of equal maxima stays; NaN never wins). Computed in 16 lanes (each
+/// keeps its own first maximum; the lanes' maximum then goes to the lowest index holding
+/// it), which is the same entry as the scan and lets the compiler vectorize it.
+fn argmax_from(logits: &[f32], range: std::ops::Range<usize>, best: (usize, f32)) -> (usize, f32) {
+    const W: usize = 16;
+    if best.1.is_nan() {
+        return best; // nothing is greater than NaN
+    }
+    let xs = &logits[range.clone()];
+    let mut val = [f32::NEG_INFINITY; W];
+    let mut idx = [usize::MAX; W];
+    let chunks = xs.chunks_exact(W);
+    let tail = chunks.remainder();
+    for (c, chunk) in chunks.enumerate() {
+        for j in 0..W {
+            if chunk[j] > val[j] {
+                val[j] = chunk[j];
+                idx[j] = c * W + j;
+            }
+        }
+    }
+    let mut top = (usize::MAX, f32::NEG_INFINITY);
+    for j in 0..W {
+        if val[j] > top.1 || (val[j] == top.1 && idx[j] < top.0) {
+            top = (idx[j], val[j]);
+        }
+    }
+    let base = xs.len() - tail.len();
+    for (k, &x) in tail.iter().enumerate() {
+        if x > top.1 {
+            top = (base + k, x);
+        }
+    }
+    match top.0 != usize::MAX && top.1 > best.1 {
+        true => (range.start + top.0, top.1),
+        false => best,
     }
 }

@@ -265,3 +265,98 @@ fn default_chain_samples_only_plausible_tokens() {
         assert!(t == 10 || t == 20, "{t}");
     }
 }
+
+#[test]
+fn greedy_biased_fast_path_picks_what_the_chain_picks() {
+    // Biases on the argmax, beside it, on id 0, repeated, outside the vocabulary; ties;
+    // -inf on the best tokens (ignore_eos); NaN entries.
+    let mut l = big_logits(5000, 3);
+    let top = argmax(&l) as u32;
+    l[17] = l[top as usize]; // a tie after the max (the first stays)
+    l[4000] = f32::NAN;
+    let biases: Vec<Vec<(u32, f32)>> = vec![
+        vec![],
+        vec![(top, f32::NEG_INFINITY)],
+        vec![(top, f32::NEG_INFINITY), (17, f32::NEG_INFINITY)],
+        vec![(0, 100.0)],
+        vec![(0, f32::NEG_INFINITY), (4999, 50.0), (9999, 1e9)],
+        vec![(12, 30.0), (12, -30.0), (13, 0.5), (13, 40.0)],
+        vec![(top, -0.0), (17, 1e-7)],
+    ];
+    for bias in &biases {
+        let mut masked = l.clone();
+        for &(id, b) in bias {
+            if let Some(x) = masked.get_mut(id as usize) {
+                *x += b;
+            }
+        }
+        let mut chain = Sampler::new(SamplerParams {
+            seed: Some(1),
+            ..SamplerParams::greedy()
+        });
+        let mut fast = Sampler::new(SamplerParams {
+            seed: Some(1),
+            ..SamplerParams::greedy()
+        });
+        let want = chain.sample(&masked);
+        assert_eq!(
+            fast.sample_greedy_biased(&l, bias),
+            Some(want),
+            "bias {bias:?}"
+        );
+        // The PRNG stream stays aligned with the chain's.
+        assert_eq!(chain.rng.next_f64(), fast.rng.next_f64());
+    }
+    // Outside a plain greedy pick it declines.
+    let mut hot = Sampler::new(params(0.8, 40, 0.95, 0.05));
+    assert_eq!(hot.sample_greedy_biased(&l, &[]), None);
+    let mut pen = Sampler::new(SamplerParams {
+        repeat_penalty: 1.1,
+        ..SamplerParams::greedy()
+    });
+    assert_eq!(pen.sample_greedy_biased(&l, &[]), None);
+}
+
+#[test]
+fn lane_argmax_is_the_first_strict_maximum() {
+    // Few distinct values so ties across lanes are common; NaN and infinities; every
+    // length around the 16-lane width; starting bests below, equal to and above the data.
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let pool = [
+        f32::NAN,
+        f32::NEG_INFINITY,
+        -1.0,
+        -0.0,
+        0.0,
+        2.0,
+        3.0,
+        f32::INFINITY,
+    ];
+    for n in 0..70 {
+        for _ in 0..40 {
+            let xs: Vec<f32> = (0..n).map(|_| pool[next() % pool.len()]).collect();
+            for start in [
+                (usize::MAX, f32::NEG_INFINITY),
+                (7, 2.0),
+                (9, f32::NAN),
+                (3, 0.0),
+            ] {
+                let mut want = start;
+                for (i, &x) in xs.iter().enumerate() {
+                    if x > want.1 {
+                        want = (i, x);
+                    }
+                }
+                let got = argmax_from(&xs, 0..n, start);
+                assert_eq!(got.0, want.0, "{xs:?} from {start:?}");
+                assert!(got.1 == want.1 || (got.1.is_nan() && want.1.is_nan()));
+            }
+        }
+    }
+}
