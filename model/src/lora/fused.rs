@@ -6,24 +6,22 @@
 //!
 //! * One token (decode), and 2-7 tokens (the base product split by output panels, every
 //!   item all tokens): `A x` of every token and every part that shares the input (Q, K, V
-//!   of a fused matrix; gate and up of a stacked one) is one set of units (an int8 pair's
-//!   panels of 8 rows of `A`, a bf16 pair's rows) split across the threads: each thread's
+//!   of a fused matrix; gate and up of a stacked one) is one set of units (the rows of
+//!   each pair's `A`) split across the threads: each thread's
 //!   first item of the job takes its part ([`ItemTail::lead`]); each row block then adds
 //!   `s · B[its rows] · mid` to its rows of every token (a block done before all of `A x`
 //!   is, because a thread came late, adds it after the job).
 //! * A larger batch: each item takes its tokens' `A x` and `B` products whole.
 //!
 //! Each output element gets the same arithmetic whichever item computes it and however
-//! many tokens the step has: `A x` of a token is the same row of the same kernel (int8:
-//! the gemm of that token over `A`'s panels, whose rows do not depend on the panel range
-//! or the other tokens; bf16: the same dot), `B` the same per-column sum.
+//! many tokens the step has: `A x` of a token is the same row of the same kernel on that
+//! token's f32 input (int8 or bf16 `A`), `B` the same per-column sum.
 //!
 //! [`Linear::forward_then`]: crate::linear::Linear::forward_then
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use pocket_kernels::matmul::{QuantizedActivation, PANEL};
 use pocket_kernels::Isa;
 
 use super::apply::LoraRuns;
@@ -67,10 +65,8 @@ pub struct Fused<'a> {
     l: usize,
     runs: &'a LoraRuns<'a>,
     parts: &'a [Part],
-    /// The product's input rows (`n_in` wide), and their quantized form (what an int8
-    /// pair's `A` multiplies; `None`: quantized here when needed).
+    /// The product's input rows (`n_in` wide).
     x: &'a [f32],
-    act: Option<&'a QuantizedActivation>,
     n_in: usize,
     /// Output values per token of the product.
     row_len: usize,
@@ -84,14 +80,13 @@ pub struct Fused<'a> {
 }
 
 impl<'a> Fused<'a> {
-    /// The tail for a product of `tokens` rows of `x` (`act`: the same rows quantized, if
-    /// they are) into rows of `row_len`; `None` when no row's adapters touch `parts` in
-    /// layer `l` (the plain product then runs).
+    /// The tail for a product of `tokens` rows of `x` into rows of `row_len`; `None` when
+    /// no row's adapters touch `parts` in layer `l` (the plain product then runs).
     pub fn new(
         isa: Isa,
         (l, runs): (usize, &'a LoraRuns<'a>),
         parts: &'a [Part],
-        (x, act): (&'a [f32], Option<&'a QuantizedActivation>),
+        x: &'a [f32],
         tokens: usize,
         row_len: usize,
     ) -> Option<Fused<'a>> {
@@ -100,7 +95,6 @@ impl<'a> Fused<'a> {
             return None;
         }
         let n_in = x.len() / tokens;
-        let act = act.filter(|a| a.rows() == tokens && a.cols() == n_in);
         let mut segs = Vec::new();
         let (mut n_mid, mut n_units) = (0, 0);
         let seg_tokens = if tokens < PANEL_SPLIT_TOKENS {
@@ -112,11 +106,7 @@ impl<'a> Fused<'a> {
             let Some(set) = runs.set_of(t) else { continue };
             for (pi, part) in parts.iter().enumerate() {
                 for (pair, scale) in set.pairs(l, part.proj) {
-                    let units = match (&pair.q8, act) {
-                        (Some(q), Some(_)) => q.a_panels(),
-                        (Some(_), None) => 1,
-                        (None, _) => pair.rank,
-                    };
+                    let units = pair.rank;
                     segs.push(Seg {
                         t,
                         pair,
@@ -137,7 +127,6 @@ impl<'a> Fused<'a> {
             runs,
             parts,
             x,
-            act,
             n_in,
             row_len,
             segs,
@@ -147,40 +136,19 @@ impl<'a> Fused<'a> {
         })
     }
 
-    /// `mid = A x` of token `t` for `pair` (every row; the arithmetic of the leads).
-    fn a_product(&self, pair: &LoraPair, t: usize, mid: &mut [f32]) {
-        match (&pair.q8, self.act) {
-            (Some(q), Some(act)) => q.a_product(self.isa, act, t, 0..q.a_panels(), mid),
-            _ => pair.a_product(self.isa, &self.x[t * self.n_in..][..self.n_in], mid),
-        }
+    /// Token `t`'s input row.
+    fn x_of(&self, t: usize) -> &[f32] {
+        &self.x[t * self.n_in..][..self.n_in]
     }
 
-    /// Units `u` (local to `seg`) of `seg`'s `A x` into the atomics; the values written.
+    /// Rows `u` (local to `seg`) of `seg`'s `A x` into the atomics; the values written.
     fn lead_units(&self, seg: &Seg, u: Range<usize>, buf: &mut [f32]) -> usize {
-        let (pair, t) = (seg.pair, seg.t);
-        let rows = match (&pair.q8, self.act) {
-            (Some(q), Some(act)) => {
-                let rows = (u.start * PANEL).min(pair.rank)..(u.end * PANEL).min(pair.rank);
-                q.a_product(self.isa, act, t, u, &mut buf[..rows.len()]);
-                rows
-            }
-            (Some(_), None) => {
-                // One unit: the whole pair, its input quantized here.
-                self.a_product(pair, t, &mut buf[..pair.rank]);
-                0..pair.rank
-            }
-            (None, _) => {
-                let x = &self.x[t * self.n_in..][..self.n_in];
-                for (r, b) in u.clone().zip(buf.iter_mut()) {
-                    *b = pair.a.dot(self.isa, r * pair.n_in, x);
-                }
-                u
-            }
-        };
-        for (r, b) in rows.clone().zip(buf.iter()) {
+        let buf = &mut buf[..u.len()];
+        seg.pair.a_rows(self.isa, self.x_of(seg.t), u.clone(), buf);
+        for (r, b) in u.clone().zip(buf.iter()) {
             self.mids[seg.first + r].store(b.to_bits(), Ordering::Relaxed);
         }
-        rows.len()
+        u.len()
     }
 }
 
@@ -261,7 +229,7 @@ impl ItemTail for Fused<'_> {
             for part in self.parts {
                 for (pair, scale) in set.pairs(self.l, part.proj) {
                     mid.resize(pair.rank, 0.0);
-                    self.a_product(pair, t, &mut mid);
+                    pair.a_product(self.isa, self.x_of(t), &mut mid);
                     let o = &mut row[part.offset..][..part.n_out];
                     pair.add_b_product(self.isa, &mid, scale, 0, o);
                 }
