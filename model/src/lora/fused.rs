@@ -6,11 +6,11 @@
 //!
 //! * One token (decode), and 2-7 tokens (the base product split by output panels, every
 //!   item all tokens): `A x` of every token and every part that shares the input (Q, K, V
-//!   of a fused matrix; gate and up of a stacked one) is one set of units (the rows of
-//!   each pair's `A`) split across the threads: each thread's
-//!   first item of the job takes its part ([`ItemTail::lead`]); each row block then adds
-//!   `s · B[its rows] · mid` to its rows of every token (a block done before all of `A x`
-//!   is, because a thread came late, adds it after the job).
+//!   of a fused matrix; gate and up of a stacked one) is one set of rows (those of each
+//!   pair's `A`) that the threads claim a few at a time, each thread's first item of the
+//!   job claiming until none is left ([`ItemTail::lead`]); each row block then adds `s ·
+//!   B[its rows] · mid` to its rows of every token (a block done while another thread is
+//!   still computing a claimed row adds it after the job).
 //! * A larger batch: each item takes its tokens' `A x` and `B` products whole.
 //!
 //! Each output element gets the same arithmetic whichever item computes it and however
@@ -27,7 +27,10 @@ use pocket_kernels::Isa;
 use super::apply::LoraRuns;
 use super::{LoraPair, Proj};
 use crate::linear::{ItemTail, PANEL_SPLIT_TOKENS};
-use crate::threadpool::ThreadPool;
+
+/// Rows of `A x` a thread claims at a time ([`Fused::claim_rows`]): a claim is one atomic
+/// add, a row ~0.1 µs of work.
+const CLAIM: usize = 4;
 
 /// Where projection `proj`'s outputs are in each output row of a product: columns
 /// `offset .. offset + n_out` (a fused Q/K/V or stacked gate/up row holds several).
@@ -48,15 +51,13 @@ impl Part {
 }
 
 /// One pair applied to one token of a few-token product: its `A x` is `mids[first ..
-/// first + rank]`, computed in `units` lead units from the global unit `u0`.
+/// first + rank]`.
 struct Seg<'a> {
     t: usize,
     pair: &'a LoraPair,
     scale: f32,
     part: usize,
     first: usize,
-    u0: usize,
-    units: usize,
 }
 
 /// The adapters of layer `l` on the parts of one product, as an [`ItemTail`].
@@ -74,8 +75,9 @@ pub struct Fused<'a> {
     /// with the products `A x` (f32 bits) written by the leads; `done` counts the values
     /// written.
     segs: Vec<Seg<'a>>,
-    n_units: usize,
     mids: Vec<AtomicU32>,
+    /// The next unclaimed row of `mids` ([`Self::claim_rows`]).
+    next: AtomicUsize,
     done: AtomicUsize,
 }
 
@@ -96,7 +98,7 @@ impl<'a> Fused<'a> {
         }
         let n_in = x.len() / tokens;
         let mut segs = Vec::new();
-        let (mut n_mid, mut n_units) = (0, 0);
+        let mut n_mid = 0;
         let seg_tokens = if tokens < PANEL_SPLIT_TOKENS {
             tokens
         } else {
@@ -106,18 +108,14 @@ impl<'a> Fused<'a> {
             let Some(set) = runs.set_of(t) else { continue };
             for (pi, part) in parts.iter().enumerate() {
                 for (pair, scale) in set.pairs(l, part.proj) {
-                    let units = pair.rank;
                     segs.push(Seg {
                         t,
                         pair,
                         scale,
                         part: pi,
                         first: n_mid,
-                        u0: n_units,
-                        units,
                     });
                     n_mid += pair.rank;
-                    n_units += units;
                 }
             }
         }
@@ -130,8 +128,8 @@ impl<'a> Fused<'a> {
             n_in,
             row_len,
             segs,
-            n_units,
             mids: (0..n_mid).map(|_| AtomicU32::new(0)).collect(),
+            next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
         })
     }
@@ -142,7 +140,7 @@ impl<'a> Fused<'a> {
     }
 
     /// Rows `u` (local to `seg`) of `seg`'s `A x` into the atomics; the values written.
-    fn lead_units(&self, seg: &Seg, u: Range<usize>, buf: &mut [f32]) -> usize {
+    fn a_rows(&self, seg: &Seg, u: Range<usize>, buf: &mut [f32]) -> usize {
         let buf = &mut buf[..u.len()];
         seg.pair.a_rows(self.isa, self.x_of(seg.t), u.clone(), buf);
         for (r, b) in u.clone().zip(buf.iter()) {
@@ -152,27 +150,47 @@ impl<'a> Fused<'a> {
     }
 }
 
-impl ItemTail for Fused<'_> {
-    fn lead(&self, k: usize, n: usize) {
-        let units = ThreadPool::split(self.n_units, n, k);
+impl Fused<'_> {
+    /// Claims rows of `A x` (all tokens, parts and pairs, [`CLAIM`] at a time) until none
+    /// is left, computing each into the atomics: whichever thread comes first does most,
+    /// so a thread late to the job delays no row block.
+    fn claim_rows(&self) {
+        let n = self.mids.len();
         let (mut small, mut big) = ([0f32; 64], Vec::new());
-        let mut written = 0;
-        for seg in &self.segs {
-            let lo = units.start.max(seg.u0);
-            let hi = units.end.min(seg.u0 + seg.units);
-            if lo >= hi {
-                continue;
+        loop {
+            let c0 = self.next.fetch_add(CLAIM, Ordering::Relaxed);
+            if c0 >= n {
+                return;
             }
-            let buf = if seg.pair.rank <= small.len() {
-                &mut small[..]
-            } else {
-                big.resize(seg.pair.rank, 0.0);
-                &mut big[..]
-            };
-            written += self.lead_units(seg, lo - seg.u0..hi - seg.u0, buf);
+            let claim = c0..(c0 + CLAIM).min(n);
+            let mut written = 0;
+            for seg in &self.segs {
+                let lo = claim.start.max(seg.first);
+                let hi = claim.end.min(seg.first + seg.pair.rank);
+                if lo >= hi {
+                    continue;
+                }
+                let buf = if seg.pair.rank <= small.len() {
+                    &mut small[..]
+                } else {
+                    big.resize(seg.pair.rank, 0.0);
+                    &mut big[..]
+                };
+                written += self.a_rows(seg, lo - seg.first..hi - seg.first, buf);
+            }
+            // Publishes the stores above to the item that sees the count complete.
+            self.done.fetch_add(written, Ordering::Release);
         }
-        // Publishes the stores above to the item that sees the count complete.
-        self.done.fetch_add(written, Ordering::Release);
+    }
+}
+
+impl ItemTail for Fused<'_> {
+    /// Every thread's first item claims rows of `A x` until none is left (the split is
+    /// dynamic: a static half per thread left ~24 % of a decode step's row blocks waiting
+    /// for a thread that came late, their `B` product then run after the job on one
+    /// thread).
+    fn lead(&self, _k: usize, _n: usize) {
+        self.claim_rows();
     }
 
     fn prefetch(&self, rows: Range<usize>) {
@@ -188,6 +206,11 @@ impl ItemTail for Fused<'_> {
     }
 
     fn rows(&self, rows: Range<usize>, out: &mut [f32]) -> bool {
+        if self.done.load(Ordering::Acquire) < self.mids.len() {
+            // Rows nobody has claimed yet are done here; rows another thread is computing
+            // are not waited for.
+            self.claim_rows();
+        }
         if self.done.load(Ordering::Acquire) < self.mids.len() {
             return false;
         }
