@@ -18,6 +18,7 @@
 pub mod activation;
 pub mod convert;
 pub mod lowrank;
+pub mod lowrank_a8;
 pub mod lowrank_q8;
 pub mod norm;
 pub mod rope;

@@ -89,7 +89,7 @@ impl FastOps {
             self.isa,
             (cx.l, runs),
             parts,
-            (x, self.inp.packed()),
+            x,
             self.inp.tokens,
             lin.rows(),
         )

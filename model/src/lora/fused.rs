@@ -6,30 +6,31 @@
 //!
 //! * One token (decode), and 2-7 tokens (the base product split by output panels, every
 //!   item all tokens): `A x` of every token and every part that shares the input (Q, K, V
-//!   of a fused matrix; gate and up of a stacked one) is one set of units (an int8 pair's
-//!   panels of 8 rows of `A`, a bf16 pair's rows) split across the threads: each thread's
-//!   first item of the job takes its part ([`ItemTail::lead`]); each row block then adds
-//!   `s · B[its rows] · mid` to its rows of every token (a block done before all of `A x`
-//!   is, because a thread came late, adds it after the job).
+//!   of a fused matrix; gate and up of a stacked one) is one set of rows (those of each
+//!   pair's `A`) that the threads claim a few at a time, each thread's first item of the
+//!   job claiming until none is left ([`ItemTail::lead`]); each row block then adds `s ·
+//!   B[its rows] · mid` to its rows of every token (a block done while another thread is
+//!   still computing a claimed row adds it after the job).
 //! * A larger batch: each item takes its tokens' `A x` and `B` products whole.
 //!
 //! Each output element gets the same arithmetic whichever item computes it and however
-//! many tokens the step has: `A x` of a token is the same row of the same kernel (int8:
-//! the gemm of that token over `A`'s panels, whose rows do not depend on the panel range
-//! or the other tokens; bf16: the same dot), `B` the same per-column sum.
+//! many tokens the step has: `A x` of a token is the same row of the same kernel on that
+//! token's f32 input (int8 or bf16 `A`), `B` the same per-column sum.
 //!
 //! [`Linear::forward_then`]: crate::linear::Linear::forward_then
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use pocket_kernels::matmul::{QuantizedActivation, PANEL};
 use pocket_kernels::Isa;
 
 use super::apply::LoraRuns;
 use super::{LoraPair, Proj};
 use crate::linear::{ItemTail, PANEL_SPLIT_TOKENS};
-use crate::threadpool::ThreadPool;
+
+/// Rows of `A x` a thread claims at a time ([`Fused::claim_rows`]): a claim is one atomic
+/// add, a row ~0.1 µs of work.
+const CLAIM: usize = 4;
 
 /// Where projection `proj`'s outputs are in each output row of a product: columns
 /// `offset .. offset + n_out` (a fused Q/K/V or stacked gate/up row holds several).
@@ -50,15 +51,13 @@ impl Part {
 }
 
 /// One pair applied to one token of a few-token product: its `A x` is `mids[first ..
-/// first + rank]`, computed in `units` lead units from the global unit `u0`.
+/// first + rank]`.
 struct Seg<'a> {
     t: usize,
     pair: &'a LoraPair,
     scale: f32,
     part: usize,
     first: usize,
-    u0: usize,
-    units: usize,
 }
 
 /// The adapters of layer `l` on the parts of one product, as an [`ItemTail`].
@@ -67,10 +66,8 @@ pub struct Fused<'a> {
     l: usize,
     runs: &'a LoraRuns<'a>,
     parts: &'a [Part],
-    /// The product's input rows (`n_in` wide), and their quantized form (what an int8
-    /// pair's `A` multiplies; `None`: quantized here when needed).
+    /// The product's input rows (`n_in` wide).
     x: &'a [f32],
-    act: Option<&'a QuantizedActivation>,
     n_in: usize,
     /// Output values per token of the product.
     row_len: usize,
@@ -78,20 +75,20 @@ pub struct Fused<'a> {
     /// with the products `A x` (f32 bits) written by the leads; `done` counts the values
     /// written.
     segs: Vec<Seg<'a>>,
-    n_units: usize,
     mids: Vec<AtomicU32>,
+    /// The next unclaimed row of `mids` ([`Self::claim_rows`]).
+    next: AtomicUsize,
     done: AtomicUsize,
 }
 
 impl<'a> Fused<'a> {
-    /// The tail for a product of `tokens` rows of `x` (`act`: the same rows quantized, if
-    /// they are) into rows of `row_len`; `None` when no row's adapters touch `parts` in
-    /// layer `l` (the plain product then runs).
+    /// The tail for a product of `tokens` rows of `x` into rows of `row_len`; `None` when
+    /// no row's adapters touch `parts` in layer `l` (the plain product then runs).
     pub fn new(
         isa: Isa,
         (l, runs): (usize, &'a LoraRuns<'a>),
         parts: &'a [Part],
-        (x, act): (&'a [f32], Option<&'a QuantizedActivation>),
+        x: &'a [f32],
         tokens: usize,
         row_len: usize,
     ) -> Option<Fused<'a>> {
@@ -100,9 +97,8 @@ impl<'a> Fused<'a> {
             return None;
         }
         let n_in = x.len() / tokens;
-        let act = act.filter(|a| a.rows() == tokens && a.cols() == n_in);
         let mut segs = Vec::new();
-        let (mut n_mid, mut n_units) = (0, 0);
+        let mut n_mid = 0;
         let seg_tokens = if tokens < PANEL_SPLIT_TOKENS {
             tokens
         } else {
@@ -112,22 +108,14 @@ impl<'a> Fused<'a> {
             let Some(set) = runs.set_of(t) else { continue };
             for (pi, part) in parts.iter().enumerate() {
                 for (pair, scale) in set.pairs(l, part.proj) {
-                    let units = match (&pair.q8, act) {
-                        (Some(q), Some(_)) => q.a_panels(),
-                        (Some(_), None) => 1,
-                        (None, _) => pair.rank,
-                    };
                     segs.push(Seg {
                         t,
                         pair,
                         scale,
                         part: pi,
                         first: n_mid,
-                        u0: n_units,
-                        units,
                     });
                     n_mid += pair.rank;
-                    n_units += units;
                 }
             }
         }
@@ -137,74 +125,72 @@ impl<'a> Fused<'a> {
             runs,
             parts,
             x,
-            act,
             n_in,
             row_len,
             segs,
-            n_units,
             mids: (0..n_mid).map(|_| AtomicU32::new(0)).collect(),
+            next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
         })
     }
 
-    /// `mid = A x` of token `t` for `pair` (every row; the arithmetic of the leads).
-    fn a_product(&self, pair: &LoraPair, t: usize, mid: &mut [f32]) {
-        match (&pair.q8, self.act) {
-            (Some(q), Some(act)) => q.a_product(self.isa, act, t, 0..q.a_panels(), mid),
-            _ => pair.a_product(self.isa, &self.x[t * self.n_in..][..self.n_in], mid),
-        }
+    /// Token `t`'s input row.
+    fn x_of(&self, t: usize) -> &[f32] {
+        &self.x[t * self.n_in..][..self.n_in]
     }
 
-    /// Units `u` (local to `seg`) of `seg`'s `A x` into the atomics; the values written.
-    fn lead_units(&self, seg: &Seg, u: Range<usize>, buf: &mut [f32]) -> usize {
-        let (pair, t) = (seg.pair, seg.t);
-        let rows = match (&pair.q8, self.act) {
-            (Some(q), Some(act)) => {
-                let rows = (u.start * PANEL).min(pair.rank)..(u.end * PANEL).min(pair.rank);
-                q.a_product(self.isa, act, t, u, &mut buf[..rows.len()]);
-                rows
-            }
-            (Some(_), None) => {
-                // One unit: the whole pair, its input quantized here.
-                self.a_product(pair, t, &mut buf[..pair.rank]);
-                0..pair.rank
-            }
-            (None, _) => {
-                let x = &self.x[t * self.n_in..][..self.n_in];
-                for (r, b) in u.clone().zip(buf.iter_mut()) {
-                    *b = pair.a.dot(self.isa, r * pair.n_in, x);
-                }
-                u
-            }
-        };
-        for (r, b) in rows.clone().zip(buf.iter()) {
+    /// Rows `u` (local to `seg`) of `seg`'s `A x` into the atomics; the values written.
+    fn a_rows(&self, seg: &Seg, u: Range<usize>, buf: &mut [f32]) -> usize {
+        let buf = &mut buf[..u.len()];
+        seg.pair.a_rows(self.isa, self.x_of(seg.t), u.clone(), buf);
+        for (r, b) in u.clone().zip(buf.iter()) {
             self.mids[seg.first + r].store(b.to_bits(), Ordering::Relaxed);
         }
-        rows.len()
+        u.len()
+    }
+}
+
+impl Fused<'_> {
+    /// Claims rows of `A x` (all tokens, parts and pairs, [`CLAIM`] at a time) until none
+    /// is left, computing each into the atomics: whichever thread comes first does most,
+    /// so a thread late to the job delays no row block.
+    fn claim_rows(&self) {
+        let n = self.mids.len();
+        let (mut small, mut big) = ([0f32; 64], Vec::new());
+        loop {
+            let c0 = self.next.fetch_add(CLAIM, Ordering::Relaxed);
+            if c0 >= n {
+                return;
+            }
+            let claim = c0..(c0 + CLAIM).min(n);
+            let mut written = 0;
+            for seg in &self.segs {
+                let lo = claim.start.max(seg.first);
+                let hi = claim.end.min(seg.first + seg.pair.rank);
+                if lo >= hi {
+                    continue;
+                }
+                let buf = if seg.pair.rank <= small.len() {
+                    &mut small[..]
+                } else {
+                    big.resize(seg.pair.rank, 0.0);
+                    &mut big[..]
+                };
+                written += self.a_rows(seg, lo - seg.first..hi - seg.first, buf);
+            }
+            // Publishes the stores above to the item that sees the count complete.
+            self.done.fetch_add(written, Ordering::Release);
+        }
     }
 }
 
 impl ItemTail for Fused<'_> {
-    fn lead(&self, k: usize, n: usize) {
-        let units = ThreadPool::split(self.n_units, n, k);
-        let (mut small, mut big) = ([0f32; 64], Vec::new());
-        let mut written = 0;
-        for seg in &self.segs {
-            let lo = units.start.max(seg.u0);
-            let hi = units.end.min(seg.u0 + seg.units);
-            if lo >= hi {
-                continue;
-            }
-            let buf = if seg.pair.rank <= small.len() {
-                &mut small[..]
-            } else {
-                big.resize(seg.pair.rank, 0.0);
-                &mut big[..]
-            };
-            written += self.lead_units(seg, lo - seg.u0..hi - seg.u0, buf);
-        }
-        // Publishes the stores above to the item that sees the count complete.
-        self.done.fetch_add(written, Ordering::Release);
+    /// Every thread's first item claims rows of `A x` until none is left (the split is
+    /// dynamic: a static half per thread left ~24 % of a decode step's row blocks waiting
+    /// for a thread that came late, their `B` product then run after the job on one
+    /// thread).
+    fn lead(&self, _k: usize, _n: usize) {
+        self.claim_rows();
     }
 
     fn prefetch(&self, rows: Range<usize>) {
@@ -220,6 +206,11 @@ impl ItemTail for Fused<'_> {
     }
 
     fn rows(&self, rows: Range<usize>, out: &mut [f32]) -> bool {
+        if self.done.load(Ordering::Acquire) < self.mids.len() {
+            // Rows nobody has claimed yet are done here; rows another thread is computing
+            // are not waited for.
+            self.claim_rows();
+        }
         if self.done.load(Ordering::Acquire) < self.mids.len() {
             return false;
         }
@@ -261,7 +252,7 @@ impl ItemTail for Fused<'_> {
             for part in self.parts {
                 for (pair, scale) in set.pairs(self.l, part.proj) {
                     mid.resize(pair.rank, 0.0);
-                    self.a_product(pair, t, &mut mid);
+                    pair.a_product(self.isa, self.x_of(t), &mut mid);
                     let o = &mut row[part.offset..][..part.n_out];
                     pair.add_b_product(self.isa, &mid, scale, 0, o);
                 }

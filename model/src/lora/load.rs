@@ -52,6 +52,8 @@ pub enum LoraError {
     },
     #[error("{0:?} is not FILE:SCALE with a number for SCALE")]
     BadScaled(String),
+    #[error("POCKET_LORA_FORM={0:?}: expected int8, bf16 or f32")]
+    Form(String),
     #[error("LoRA on layer {layer}: {why}")]
     Prepare { layer: usize, why: String },
 }

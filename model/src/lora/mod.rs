@@ -96,11 +96,16 @@ pub struct LoraPair {
 impl LoraPair {
     /// `mid[r] = A[r] · x` for the `rank` rows of `A` (`x`: one input row).
     pub fn a_product(&self, isa: Isa, x: &[f32], mid: &mut [f32]) {
+        self.a_rows(isa, x, 0..self.rank, mid);
+    }
+
+    /// `mid[j] = A[rows.start + j] · x`: some rows of [`Self::a_product`], the same value
+    /// whichever rows a call takes.
+    pub fn a_rows(&self, isa: Isa, x: &[f32], rows: std::ops::Range<usize>, mid: &mut [f32]) {
         if let Some(q) = &self.q8 {
-            let act = pocket_kernels::matmul::QuantizedActivation::quantize_with(x, 1, isa);
-            return q.a_product(isa, &act, 0, 0..q.a_panels(), mid);
+            return q.a_product(isa, x, rows, mid);
         }
-        for (r, m) in mid.iter_mut().enumerate() {
+        for (r, m) in rows.zip(mid.iter_mut()) {
             *m = self.a.dot(isa, r * self.n_in, x);
         }
     }
@@ -172,11 +177,11 @@ impl LoraPair {
 }
 
 /// The elements of `A` or `B`: f32 as read (ggml numerics, merging: llama.cpp computes
-/// an f32 adapter in f32), or bf16 (the fast path's form of a pair whose input width is
-/// not a multiple of 32; the others run in int8, [`PairQ8`]). A decode step reads every
-/// adapter element once, so its cost is bandwidth: a rank-16 adapter on all projections
-/// of the MNN-Pocket shape is 29 MB in f32 beside 190 MB of Q4_1 weights, 14 MB in bf16,
-/// 8 MB in int8. bf16's conversion is a shift (vectorized), unlike f16's.
+/// an f32 adapter in f32), or bf16 (`POCKET_LORA_FORM=bf16`; the default fast path is
+/// int8, [`PairQ8`]). A decode step reads every adapter element once, so its cost is
+/// bandwidth: a rank-16 adapter on all projections of the MNN-Pocket shape is 29 MB in
+/// f32 beside 190 MB of Q4_1 weights, 14 MB in bf16, ~8 MB in int8. bf16's conversion is
+/// a shift (vectorized), unlike f16's.
 #[derive(Clone, Debug)]
 pub enum LoraMat {
     F32(Vec<f32>),
@@ -274,30 +279,24 @@ impl LoraAdapter {
             .sum()
     }
 
-    /// The fast path's form: each pair in int8 ([`PairQ8`]) where its input width is a
-    /// multiple of 32, else in bf16 ([`Self::to_bf16`]).
+    /// The fast path's default form: each pair in int8 ([`PairQ8`]).
     pub fn to_int8(&self) -> LoraAdapter {
-        let bf16 = self.to_bf16();
         let layers = self
             .layers
             .iter()
-            .zip(bf16.layers)
-            .map(|(ps, hs)| {
-                let mut out = hs;
-                for (p, h) in ps.iter().zip(out.iter_mut()) {
-                    let Some(p) = p else { continue };
-                    let (a, b) = (p.a.to_f32(), p.b_rows());
-                    if let Some(q) = PairQ8::new(&a, &b, p.rank, p.n_in, p.n_out) {
-                        *h = Some(LoraPair {
+            .map(|ps| {
+                ps.clone().map(|p| {
+                    p.map(|p| {
+                        let (a, b) = (p.a.to_f32(), p.b_rows());
+                        LoraPair {
                             a: LoraMat::F32(Vec::new()),
                             b: LoraMat::F32(Vec::new()),
                             bt: None,
-                            q8: Some(q),
-                            ..p.clone()
-                        });
-                    }
-                }
-                out
+                            q8: Some(PairQ8::new(&a, &b, p.rank, p.n_in, p.n_out)),
+                            ..p
+                        }
+                    })
+                })
             })
             .collect();
         LoraAdapter {
@@ -381,6 +380,36 @@ impl LoraSet {
     }
 }
 
+/// How the fast path holds an adapter's elements (`POCKET_LORA_FORM`: `int8`, the
+/// default; `bf16`; `f32`, as read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoraForm {
+    Int8,
+    Bf16,
+    F32,
+}
+
+impl LoraForm {
+    /// The form `POCKET_LORA_FORM` names (unset or empty: int8).
+    pub fn from_env() -> Result<LoraForm, LoraError> {
+        match std::env::var("POCKET_LORA_FORM").as_deref() {
+            Err(_) | Ok("") | Ok("int8") => Ok(LoraForm::Int8),
+            Ok("bf16") => Ok(LoraForm::Bf16),
+            Ok("f32") => Ok(LoraForm::F32),
+            Ok(other) => Err(LoraError::Form(other.to_string())),
+        }
+    }
+
+    /// `a` in this form.
+    pub fn convert(self, a: LoraAdapter) -> LoraAdapter {
+        match self {
+            LoraForm::Int8 => a.to_int8(),
+            LoraForm::Bf16 => a.to_bf16(),
+            LoraForm::F32 => a,
+        }
+    }
+}
+
 /// Loads the adapters `specs` (file, user scale) for `model` and makes them its default
 /// set (every new session applies them), preparing the layers they adapt; with `merge`,
 /// folds them into the weights instead ([`prepare::merge`]) and leaves the set empty.
@@ -390,17 +419,17 @@ pub fn attach(
     specs: &[(std::path::PathBuf, f32)],
     merge: bool,
 ) -> Result<Vec<Arc<LoraAdapter>>, LoraError> {
-    // The fast path runs bf16 copies (`LoraMat`); ggml numerics and merging, f32. The
-    // int8 form (`LoraAdapter::to_int8`, half the bytes) is not the default: on SmolLM2
-    // it moved `--lora` perplexity 0.56 % and `--lora-scaled a:0.5,b:0.75` 1.5 % from
-    // llama-perplexity's, past issue #20's 0.5 % (bf16: 0.19 % and 0.30 %).
-    let compact = !merge && model.numerics == crate::Numerics::Fast;
+    // The fast path runs the int8 form (`LoraAdapter::to_int8`: ~0.57 of bf16's bytes,
+    // a decode step's adapter cost), or the one `POCKET_LORA_FORM` names; ggml numerics
+    // and merging, f32 as read.
+    let form = if !merge && model.numerics == crate::Numerics::Fast {
+        LoraForm::from_env()?
+    } else {
+        LoraForm::F32
+    };
     let adapters: Vec<Arc<LoraAdapter>> = specs
         .iter()
-        .map(|(p, _)| {
-            let a = LoraAdapter::open_for(p, model)?;
-            Ok(Arc::new(if compact { a.to_bf16() } else { a }))
-        })
+        .map(|(p, _)| Ok(Arc::new(form.convert(LoraAdapter::open_for(p, model)?))))
         .collect::<Result<_, LoraError>>()?;
     if merge {
         let scaled: Vec<(&LoraAdapter, f32)> = adapters

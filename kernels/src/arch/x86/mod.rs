@@ -51,6 +51,7 @@ pub mod act;
 pub mod attention;
 pub mod f16;
 pub mod lowrank;
+pub mod lowrank_a8;
 pub mod lowrank_q8;
 pub mod ops;
 pub mod q4_0;

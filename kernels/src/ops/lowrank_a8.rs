@@ -1,0 +1,218 @@
+//! A LoRA adapter's `A` in int8 ([`A8`]): `mid[r] = A[r] · x` for the f32 input row `x`
+//! (the layer's exact input, not a quantized copy) over any run of rows
+//! ([`rows_with`]). A decode step reads every adapter byte once, so its cost is the
+//! bytes: int8 codes with an f32 scale per 32 inputs are 1.125 bytes an element against
+//! bf16's 2, and only `A`'s own rounding is added (the input stays f32, the rank-long
+//! result stays f32).
+//!
+//! Layout: row-major codes (`rank × n_in`), and per row one f32 scale per block of 32
+//! inputs (the last block may be shorter): `q[r][i] = round(A[r][i] / d)`, `d = max |A|
+//! / 127` over the block.
+//!
+//! Row `r` of the product, on every level: 16 partial sums `acc[l]`; for each whole block
+//! `b` (inputs `32b ..`), `acc[l] += d_b · ((q[32b+l]·x[32b+l]) + (q[32b+16+l]·x[32b+16+l]))`
+//! (each code widened to f32 exactly; multiplies and adds apart, no FMA); then
+//! `s = acc[0] + acc[1] + … + acc[15]` left to right, and a short last block adds
+//! `d · (Σ q·x in order)` to `s`. The SIMD bodies (`arch::x86::lowrank_a8`: AVX2 with two
+//! 8-lane sums, AVX-512 with one 16-lane sum) compute exactly that, so they are
+//! bit-identical to [`row_ref`] whichever rows a call takes. On aarch64 the reference
+//! runs (the compiler vectorizes its lane loop).
+
+use super::{path, Path};
+use crate::Isa;
+
+/// Inputs per scale.
+pub const BLOCK: usize = 32;
+
+/// `A` (`rank × n_in`) as int8 codes with a scale per 32 inputs of a row (see the module).
+#[derive(Clone, Debug, Default)]
+pub struct A8 {
+    pub rank: usize,
+    pub n_in: usize,
+    /// `rank × n_in` codes, row-major.
+    pub q: Vec<i8>,
+    /// `rank × n_in.div_ceil(32)` scales, row-major.
+    pub d: Vec<f32>,
+}
+
+impl A8 {
+    /// Quantizes `A` (`rank × n_in`, row-major f32).
+    pub fn quantize(a: &[f32], rank: usize, n_in: usize) -> A8 {
+        assert_eq!(a.len(), rank * n_in, "lowrank_a8: A is not {rank}x{n_in}");
+        let mut t = A8 {
+            rank,
+            n_in,
+            q: vec![0; rank * n_in],
+            d: Vec::with_capacity(rank * n_in.div_ceil(BLOCK)),
+        };
+        for (src, dst) in a
+            .chunks_exact(n_in.max(1))
+            .zip(t.q.chunks_exact_mut(n_in.max(1)))
+        {
+            for (s, q) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
+                let amax = s.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let d = amax / 127.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                for (q, &v) in q.iter_mut().zip(s) {
+                    *q = (v * id).round().clamp(-127.0, 127.0) as i8;
+                }
+                t.d.push(d);
+            }
+        }
+        t
+    }
+
+    /// Scales per row.
+    pub fn blocks(&self) -> usize {
+        self.n_in.div_ceil(BLOCK)
+    }
+
+    /// `A` dequantized, row-major (`rank × n_in`).
+    pub fn to_rows(&self) -> Vec<f32> {
+        let nb = self.blocks();
+        (0..self.rank * self.n_in)
+            .map(|k| {
+                let (r, i) = (k / self.n_in.max(1), k % self.n_in.max(1));
+                self.d[r * nb + i / BLOCK] * self.q[k] as f32
+            })
+            .collect()
+    }
+
+    /// Bytes held (what a pass over every row reads).
+    pub fn bytes(&self) -> usize {
+        self.q.len() + 4 * self.d.len()
+    }
+
+    /// Refuses a product unless the codes and scales fit the shape, `x` is `n_in` long
+    /// and rows `rows` exist, `mid` one value each.
+    fn check(&self, rows: &std::ops::Range<usize>, x: &[f32], mid: &[f32]) {
+        assert!(
+            self.q.len() == self.rank * self.n_in
+                && self.d.len() == self.rank * self.blocks()
+                && x.len() == self.n_in
+                && rows.start <= rows.end
+                && rows.end <= self.rank
+                && mid.len() == rows.len(),
+            "lowrank_a8: rows {rows:?} of a {}x{} A ({} codes, {} scales), x of {}, mid of {}",
+            self.rank,
+            self.n_in,
+            self.q.len(),
+            self.d.len(),
+            x.len(),
+            mid.len()
+        );
+    }
+}
+
+/// The short last block of row `r` (if `n_in % 32 != 0`): `d · Σ q·x` in order.
+pub fn tail(a: &A8, r: usize, x: &[f32]) -> f32 {
+    let whole = a.n_in / BLOCK * BLOCK;
+    if whole == a.n_in {
+        return 0.0;
+    }
+    let q = &a.q[r * a.n_in + whole..(r + 1) * a.n_in];
+    let mut t = 0f32;
+    for (&c, &v) in q.iter().zip(&x[whole..]) {
+        t += c as f32 * v;
+    }
+    a.d[r * a.blocks() + a.blocks() - 1] * t
+}
+
+/// Scalar reference: row `r` of `A x` (see the module for the order).
+pub fn row_ref(a: &A8, r: usize, x: &[f32]) -> f32 {
+    let nb = a.blocks();
+    let q = &a.q[r * a.n_in..(r + 1) * a.n_in];
+    let mut acc = [0f32; 16];
+    for b in 0..a.n_in / BLOCK {
+        let d = a.d[r * nb + b];
+        let (qb, xb) = (&q[b * BLOCK..][..BLOCK], &x[b * BLOCK..][..BLOCK]);
+        for (l, acc) in acc.iter_mut().enumerate() {
+            let t = qb[l] as f32 * xb[l] + qb[16 + l] as f32 * xb[16 + l];
+            *acc += d * t;
+        }
+    }
+    let mut s = 0f32;
+    for v in acc {
+        s += v;
+    }
+    s + tail(a, r, x)
+}
+
+/// `mid[j] = (A x)[rows.start + j]` on level `isa` ([`row_ref`]'s arithmetic).
+pub fn rows_with(isa: Isa, a: &A8, rows: std::ops::Range<usize>, x: &[f32], mid: &mut [f32]) {
+    a.check(&rows, x, mid);
+    match path(isa) {
+        Path::Scalar => rows
+            .zip(mid.iter_mut())
+            .for_each(|(r, m)| *m = row_ref(a, r, x)),
+        #[cfg(target_arch = "x86_64")]
+        Path::Simd(t) => crate::arch::x86::lowrank_a8::rows(t, isa, a, rows, x, mid),
+        #[cfg(target_arch = "aarch64")]
+        Path::Simd(_) => rows
+            .zip(mid.iter_mut())
+            .for_each(|(r, m)| *m = row_ref(a, r, x)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn f32s(n: usize, m: f32) -> impl Strategy<Value = Vec<f32>> {
+        prop::collection::vec(-m..m, n)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None,
+            ..ProptestConfig::default() })]
+
+        /// Every level equals the reference bit for bit on random shapes (widths with and
+        /// without a short last block), any run of rows; the reference is the dequantized
+        /// product, and the codes are within half a step of `A`.
+        #[test]
+        fn rows_are_the_reference_bit_for_bit(
+            (rank, n_in, a, x) in (1usize..24, 1usize..300).prop_flat_map(|(r, n)| {
+                (Just(r), Just(n), f32s(r * n, 0.08), f32s(n, 3.0))
+            }),
+            cut in (0f64..1.0, 0f64..1.0),
+        ) {
+            let a8 = A8::quantize(&a, rank, n_in);
+            let deq = a8.to_rows();
+            let nb = a8.blocks();
+            for (k, (&w, &v)) in deq.iter().zip(&a).enumerate() {
+                let d = a8.d[k / n_in * nb + k % n_in / BLOCK];
+                prop_assert!((w - v).abs() <= d * 0.5001 + 1e-12);
+            }
+            let (u, v) = ((cut.0 * rank as f64) as usize, (cut.1 * rank as f64) as usize);
+            let rows = u.min(v)..u.max(v) + 1;
+            let want: Vec<f32> = rows.clone().map(|r| row_ref(&a8, r, &x)).collect();
+            for (j, w) in want.iter().enumerate() {
+                let r = rows.start + j;
+                let exact: f64 = (0..n_in).map(|i| deq[r * n_in + i] as f64 * x[i] as f64).sum();
+                prop_assert!((*w as f64 - exact).abs() <= 1e-5 * (1.0 + n_in as f64 * 0.1));
+            }
+            for isa in Isa::available() {
+                let mut got = vec![0f32; rows.len()];
+                rows_with(isa, &a8, rows.clone(), &x, &mut got);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                prop_assert_eq!(bits(&got), bits(&want), "{}", isa);
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "lowrank_a8: rows")]
+    fn rows_past_the_matrix_are_refused() {
+        let a = A8::quantize(&[1.0; 64], 2, 32);
+        rows_with(Isa::active(), &a, 1..3, &[1.0; 32], &mut [0f32; 2]);
+    }
+
+    #[test]
+    fn zero_blocks_stay_zero() {
+        let a = A8::quantize(&[0.0; 40], 1, 40);
+        let mut mid = [7f32];
+        rows_with(Isa::active(), &a, 0..1, &[3.0; 40], &mut mid);
+        assert_eq!(mid, [0.0]);
+    }
+}
