@@ -8,6 +8,8 @@
 
 use super::packed::QK;
 use crate::Isa;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 /// One or more quantized activation rows (tokens) of `cols` elements.
 #[derive(Clone, Debug, Default)]
@@ -31,6 +33,35 @@ pub struct QuantizedActivation {
     /// activations, as ggml's F16 x F32 path); empty when the filler said no F16 matrix
     /// reads this activation ([`Self::parts_keeping`]).
     x: Vec<f32>,
+    /// The rows as an ISA's tiles read them ([`Self::staged_all`]): made once per
+    /// quantization by the first call that asks, then read by every item of every product
+    /// of this input (a few-token product split by output panels restaged them in each of
+    /// its items).
+    staged: SharedStaging,
+}
+
+/// [`QuantizedActivation::staged_all`]'s copy: claimed by one thread, which makes it, and
+/// read by every call after that. A call that finds it claimed but not made stages its own
+/// rather than wait (a thread woken to wait cost more than the staging).
+#[derive(Debug, Default)]
+struct SharedStaging {
+    claimed: AtomicBool,
+    done: OnceLock<Staged>,
+}
+
+impl Clone for SharedStaging {
+    fn clone(&self) -> Self {
+        let done = self.done.clone();
+        let claimed = AtomicBool::new(done.get().is_some());
+        SharedStaging { claimed, done }
+    }
+}
+
+/// All rows of an activation staged for token tiles of `tt` ([`QuantizedActivation::staged_all`]).
+#[derive(Clone, Debug, Default)]
+struct Staged {
+    tt: usize,
+    bytes: Vec<u8>,
 }
 
 impl QuantizedActivation {
@@ -105,6 +136,7 @@ impl QuantizedActivation {
         self.sum8.resize(nb, 0);
         self.sum16.resize(nb, 0);
         self.x.resize(if keep_f32 { x.len() } else { 0 }, 0.0);
+        self.staged = SharedStaging::default();
         let n = n.clamp(1, n_rows);
         let (mut qs, mut d, mut sum, mut ds) = (
             &mut self.qs[..],
@@ -182,6 +214,22 @@ impl QuantizedActivation {
         );
         row(&self.x, t, self.cols)
     }
+    /// Every row staged for token tiles of `tt` by `stage` (which fills the buffer it is
+    /// given from this activation), made by the first caller after the quantization and
+    /// shared by the later ones; `None` when it was made for another tile size or is still
+    /// being made by another thread (the caller then stages its own). The staging depends
+    /// on the rows and `tt` alone, so a shared copy has the bits a private one would.
+    pub fn staged_all(&self, tt: usize, stage: impl FnOnce(&mut Vec<u8>)) -> Option<&Vec<u8>> {
+        let shared = &self.staged;
+        if shared.done.get().is_none() && !shared.claimed.swap(true, Ordering::AcqRel) {
+            let mut bytes = Vec::new();
+            stage(&mut bytes);
+            let _ = shared.done.set(Staged { tt, bytes });
+        }
+        let s = shared.done.get()?;
+        (s.tt == tt).then_some(&s.bytes)
+    }
+
     /// Block `d·Σq` of row `t`.
     pub fn row_ds(&self, t: usize) -> &[f32] {
         row(&self.ds, t, self.blocks())

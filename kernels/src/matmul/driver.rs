@@ -64,6 +64,21 @@ pub struct Chunk<'a, S> {
 pub trait Stage: Default {
     /// Prepares the chunk `rows` (tiles of `tt`), when [`Kernels::stages`] says so.
     fn stage(&mut self, act: &QuantizedActivation, rows: Range<usize>, tt: usize);
+    /// All rows of `act` staged for tiles of `tt`, made once and shared by every call
+    /// that covers all of them ([`QuantizedActivation::staged_all`]); `None`: stage a copy.
+    fn shared(_act: &QuantizedActivation, _tt: usize) -> Option<&Self> {
+        None
+    }
+}
+
+/// Tokens of the next tile when `left` tokens of a chunk remain, tiles at most `tt`:
+/// the chunk's tiles are as even as they can be (9 tokens in tiles of 8 run as 5 + 4, not
+/// 8 + 1: a 1-token tile reads a panel's weights for one token). The staging and the
+/// driver cut chunks alike with this. No bits depend on it: a token's outputs are the
+/// same in a tile of any width.
+#[inline(always)]
+pub fn tile_len(left: usize, tt: usize) -> usize {
+    left.div_ceil(left.div_ceil(tt.max(1)))
 }
 
 /// Nothing besides the rows (the ARM tiles).
@@ -157,13 +172,19 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
     let mut c0 = tokens.start;
     while c0 < tokens.end {
         let c1 = (c0 + TOKEN_CHUNK).min(tokens.end);
-        if stages {
+        // A call over every row (a few tokens, split by output panels) reads the staging
+        // the activation keeps; else (a chunk of a batch) its own.
+        let shared = match stages && c0 == 0 && c1 == act.rows() {
+            true => K::Staged::shared(act, tt),
+            false => None,
+        };
+        if stages && shared.is_none() {
             staged.stage(act, c0..c1, tt);
         }
         let chunk = Chunk {
             act,
             start: c0,
-            staged: &staged,
+            staged: shared.unwrap_or(&staged),
         };
         let pairs = !swiglu && k.pairs(layout, tokens.len());
         let mut p = panels.start;
@@ -179,7 +200,7 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
             let off = p * PANEL - r0;
             let mut t = c0;
             while t < c1 {
-                let rows = (c1 - t).min(tt);
+                let rows = tile_len(c1 - t, tt);
                 let o = &mut out[(t - tokens.start) * ld + off..];
                 let e = Emit::<K, L> {
                     k,

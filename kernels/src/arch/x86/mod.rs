@@ -134,6 +134,11 @@ impl Stage for Vec<u8> {
     fn stage(&mut self, act: &QuantizedActivation, rows: Range<usize>, tt: usize) {
         interleave(act, rows, tt, self);
     }
+
+    #[inline(always)]
+    fn shared(act: &QuantizedActivation, tt: usize) -> Option<&Self> {
+        act.staged_all(tt, |buf| interleave(act, 0..act.rows(), tt, buf))
+    }
 }
 
 /// Where the AVX2 tiles of `layout` (`nb` blocks) read tokens `t..t+N` of `chunk`: its
@@ -313,8 +318,8 @@ pub(crate) const fn has_il(layout: Layout) -> bool {
     )
 }
 
-/// Rewrites the activation rows `rows` as consecutive tiles of `tt` tokens (the last one
-/// shorter) in the order the gemm tiles read them: per tile of `n` tokens, per 32-block,
+/// Rewrites the activation rows `rows` as consecutive tiles of at most `tt` tokens (cut
+/// as [`driver::tile_len`] cuts them) in the order the gemm tiles read them: per tile of `n` tokens, per 32-block,
 /// a record of `n·52` bytes:
 ///
 /// * `[v = 0..4][t = 0..n]`: 8 bytes, codes `4v..4v+4` then `16+4v..16+4v+4` of token `t`
@@ -333,7 +338,7 @@ pub fn interleave(act: &QuantizedActivation, rows: Range<usize>, tt: usize, buf:
     let mut at = 0;
     let mut t0 = rows.start;
     while t0 < rows.end {
-        let n = (rows.end - t0).min(tt);
+        let n = driver::tile_len(rows.end - t0, tt);
         for b in 0..nb {
             let rec = &mut buf[at..at + n * IL_REC];
             for t in 0..n {

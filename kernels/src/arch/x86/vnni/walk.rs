@@ -5,7 +5,8 @@
 
 use super::lanes::Lanes;
 use super::q4::Panels;
-use crate::arch::x86::IL_REC;
+use crate::arch::x86::{IL_REC, PREFETCH_BYTES};
+use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
 
 /// Where a step starts: the first panel's codes and scales (the second panel's are
 /// `Panels::q_step` bytes / `s_step` u16s further on), and the first block's record.
@@ -70,7 +71,28 @@ pub unsafe fn walk<S: Step, L: Lanes, const N: usize>(w: Panels, a: &[u8], nb: u
         s: w.s.as_ptr(),
         a: a.as_ptr(),
     };
+    // The weights stream from L3 (a decode step's matrices do not fit L2): the tile asks
+    // for the codes `PREFETCH_BYTES` ahead of each panel's read, and the scales as far
+    // ahead in their proportion, as the gemv tiles do. Without it a few-token step stalled
+    // on the code loads (perf: the instructions after them held most of the tile's
+    // samples) and ran 2.4x a one-token step.
+    let code_lines = size.codes.div_ceil(64);
+    let scale_ahead = PREFETCH_BYTES * 2 * size.scales / size.codes;
+    let scale_lines = (2 * size.scales).div_ceil(64);
     for _ in 0..steps {
+        for panel in 0..L::ROWS / 8 {
+            let q = at.q.wrapping_add(panel * w.q_step + PREFETCH_BYTES);
+            let s = (at.s.wrapping_add(panel * w.s_step) as *const u8).wrapping_add(scale_ahead);
+            // SAFETY: prefetch hints (SSE, every x86-64): no memory is accessed.
+            unsafe {
+                for l in 0..code_lines {
+                    _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(64 * l) as *const i8);
+                }
+                for l in 0..scale_lines {
+                    _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(64 * l) as *const i8);
+                }
+            }
+        }
         // SAFETY: the step's codes, scales and records are in bounds (checked above; `at`
         // is at this step).
         unsafe { S::add::<L, N>(&w, at, &mut acc) };
