@@ -128,7 +128,10 @@ fn check_ppl(name: &str, model: &Path, flags: &[&str], min_move: f64) {
              base {base:.4}",
             rel * 100.0
         );
-        assert!(rel < 0.005, "{name} {form}: PPL {ours} vs llama.cpp's {theirs}");
+        assert!(
+            rel < 0.005,
+            "{name} {form}: PPL {ours} vs llama.cpp's {theirs}"
+        );
         assert!(
             (ours - base).abs() / base > min_move,
             "{name}: the adapter moves PPL only from {base} to {ours}"

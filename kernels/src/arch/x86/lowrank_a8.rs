@@ -99,7 +99,13 @@ unsafe fn row_avx2(q: *const i8, d: *const f32, x: *const f32, blocks: usize, ac
 /// # Safety
 /// AVX2, FMA, F16C and AVX-512 F available; memory as [`row_avx2`].
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-unsafe fn row_avx512(q: *const i8, d: *const f32, x: *const f32, blocks: usize, acc: &mut [f32; 16]) {
+unsafe fn row_avx512(
+    q: *const i8,
+    d: *const f32,
+    x: *const f32,
+    blocks: usize,
+    acc: &mut [f32; 16],
+) {
     let mut s = _mm512_setzero_ps();
     for b in 0..blocks {
         let (qb, xb) = (q.add(b * BLOCK), x.add(b * BLOCK));

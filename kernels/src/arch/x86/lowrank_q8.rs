@@ -100,7 +100,10 @@ unsafe fn half_avx2(q: *const i8, d: *const f32, mid: &[f32], scale: f32, out: *
         let b = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p)));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(m), b));
     }
-    let t = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_mul_ps(_mm256_loadu_ps(d), acc));
+    let t = _mm256_mul_ps(
+        _mm256_set1_ps(scale),
+        _mm256_mul_ps(_mm256_loadu_ps(d), acc),
+    );
     _mm256_storeu_ps(out, _mm256_add_ps(_mm256_loadu_ps(out), t));
 }
 
