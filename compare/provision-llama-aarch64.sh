@@ -18,12 +18,9 @@
 #   LLAMA_JOBS              parallel build jobs (default: all cores)
 #   POCKET_AARCH64_VARIANTS subset of "i8mm dotprod neon"
 set -euo pipefail
-
-here="$(cd "$(dirname "$0")" && pwd)"
-CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
+. "$(dirname "$0")/provision-common.sh" "llama.cpp aarch64"
 src="$CACHE/llama.cpp"
 version="b11434"
-say() { echo "[llama.cpp aarch64] $*" >&2; }
 
 march_of() {
   case "$1" in
@@ -35,21 +32,19 @@ march_of() {
 }
 
 [ -f "$src/CMakeLists.txt" ] || bash "$here/../tests/fixtures.sh"
-command -v cmake >/dev/null || { say "cmake not found"; exit 1; }
+need_cmake
 cc=aarch64-linux-gnu-gcc
 cxx=aarch64-linux-gnu-g++
 for c in "$cc" "$cxx"; do
   command -v "$c" >/dev/null || { say "$c not found (apt-get install g++-aarch64-linux-gnu)"; exit 1; }
 done
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-jobs="${LLAMA_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+jobs="${LLAMA_JOBS:-$(cpu_cores)}"
 
 # configure DIR MARCH: the same cmake line for every variant; only ggml-cpu's -march differs.
 configure() {
-  cmake -S "$src" -B "$1" -DCMAKE_BUILD_TYPE=Release \
+  logged "$1.configure.log" 30 cmake -S "$src" -B "$1" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
-    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" "${launcher[@]}" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" ${ccache_launcher[@]+"${ccache_launcher[@]}"} \
     -DCMAKE_FIND_ROOT_PATH=/usr/aarch64-linux-gnu \
     -DCMAKE_FIND_ROOT_PATH_MODE_PROGRAM=NEVER -DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY \
     -DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=ONLY \
@@ -58,7 +53,7 @@ configure() {
     -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_LLAMAFILE=ON \
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_APP=OFF \
-    -DBUILD_SHARED_LIBS=OFF >"$1.configure.log" 2>&1 || { tail -30 "$1.configure.log"; exit 1; }
+    -DBUILD_SHARED_LIBS=OFF
 }
 
 # The ISA level only reaches ggml-cpu (GGML_CPU_ARM_ARCH is a compile option of that target
@@ -89,8 +84,7 @@ for variant in $(printf '%s\n' neon ${POCKET_AARCH64_VARIANTS:-i8mm dotprod} | a
     say "building ggml-cpu ($variant) with $jobs jobs; the rest comes from $base"
     target=ggml-cpu
   fi
-  cmake --build "$dir" --config Release -j "$jobs" --target "$target" >"$dir.build.log" 2>&1 \
-    || { tail -40 "$dir.build.log"; exit 1; }
+  cmake_build "$dir" "$jobs" "$target"
   if [ "$variant" != neon ]; then
     link="$base/tools/perplexity/CMakeFiles/llama-perplexity.dir/link.txt"
     grep -q '\.\./\.\./ggml/src/libggml-cpu\.a' "$link" || { say "unexpected link line in $link"; exit 1; }

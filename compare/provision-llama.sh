@@ -23,9 +23,7 @@
 #   LLAMA_JOBS         parallel build jobs (default: all cores)
 #   LLAMA_CMAKE_FLAGS  extra cmake flags for both builds
 set -euo pipefail
-
-here="$(cd "$(dirname "$0")" && pwd)"
-CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
+. "$(dirname "$0")/provision-common.sh" llama.cpp
 src="$CACHE/llama.cpp"
 ref="$CACHE/llama.cpp-build"
 native="$CACHE/llama.cpp-native"
@@ -36,7 +34,6 @@ native="$CACHE/llama.cpp-native"
 # target on the next run (the other targets are up to date).
 ref_tools=(llama-bench llama-perplexity llama-simple llama-completion llama-quantize llama-tokenize llama-server)
 native_tools=(llama-bench llama-perplexity)
-say() { echo "[llama.cpp] $*" >&2; }
 
 arch="$(uname -m)"
 # The ISA of the reference build: one word, written to $ref/FLAVOR. A cache built by an
@@ -93,22 +90,13 @@ build_oracles() {
   done
 }
 
-# have DIR TOOLS...: every tool built and BUILD_INFO written.
-have() {
-  local dir="$1"; shift
-  [ -f "$dir/BUILD_INFO" ] || return 1
-  for t in "$@"; do [ -x "$dir/bin/$t" ] || return 1; done
-}
-
 # build DIR LABEL "CMAKE FLAGS" TOOLS...: configure and build the tools, write BUILD_INFO.
 build() {
   local dir="$1" label="$2" flags="$3"; shift 3
   [ -f "$src/CMakeLists.txt" ] || bash "$here/../tests/fixtures.sh"
-  command -v cmake >/dev/null || { say "cmake not found: install cmake (apt-get install cmake / dnf install cmake / brew install cmake)"; exit 1; }
+  need_cmake
   [ -n "$cxx" ] || { say "no C++ compiler: install g++ (Linux) or the Xcode command line tools (macOS: xcode-select --install)"; exit 1; }
-  local cores
-  if command -v nproc >/dev/null; then cores=$(nproc); else cores=$(sysctl -n hw.ncpu 2>/dev/null || echo 2); fi
-  local jobs="${LLAMA_JOBS:-$cores}"
+  local jobs="${LLAMA_JOBS:-$(cpu_cores)}"
   # CPU only everywhere: on macOS llama.cpp would default to Metal (GPU) and Accelerate
   # (BLAS), and its rows would no longer be CPU rows comparable with pocket's.
   local os_flags=""
@@ -116,16 +104,15 @@ build() {
   [ -L "$dir" ] && rm -f "$dir"
   say "configuring the $label build (CPU only, no network code) in $dir"
   # shellcheck disable=SC2086  # the flag strings are word lists on purpose
-  cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release $os_flags $flags \
+  logged "$dir.configure.log" 30 cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release $os_flags $flags \
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
     -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=OFF \
-    ${LLAMA_CMAKE_FLAGS:-} >"$dir.configure.log" 2>&1 || { tail -30 "$dir.configure.log"; exit 1; }
+    ${LLAMA_CMAKE_FLAGS:-}
   say "building $* ($label) with $jobs jobs (about 15 minutes on 2 cores; ccache makes a second build shorter)"
   local start; start=$(date +%s)
-  cmake --build "$dir" --config Release -j "$jobs" --target "$@" >"$dir.build.log" 2>&1 \
-    || { tail -40 "$dir.build.log"; exit 1; }
+  cmake_build "$dir" "$jobs" "$@"
   say "built in $(( $(date +%s) - start )) s"
   # The sdist has no .git: the build number is pinned to the release's in the info line.
   { "$dir/bin/llama-bench" --version 2>&1 | head -n 2 | tr '\n' ' ' || true

@@ -22,9 +22,8 @@
 #
 #   POCKET_CACHE   cache directory (default ~/.cache/pocket)
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
+. "$(dirname "$0")/provision-common.sh" mnn
 
-CACHE="${POCKET_CACHE:-$HOME/.cache/pocket}"
 mnn_version="3.6.1"
 llmexport_version="0.0.5"
 torch_version="2.15.0"
@@ -32,7 +31,6 @@ transformers_version="5.8.1"
 dir="$CACHE/mnn"
 venv="$dir/venv"
 py="$venv/bin/python"
-say() { echo "[mnn] $*" >&2; }
 
 # --- the venv --------------------------------------------------------------------------------
 if [ -f "$dir/VENV_INFO" ] && [ -x "$py" ]; then
