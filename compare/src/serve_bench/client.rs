@@ -12,7 +12,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
 
-use super::sse::{parse_chunk, Chunk, SseParser};
+use super::sse::{parse_chunk, Chunk, FinalStats, SseParser};
 use super::ServeBenchError;
 
 /// The longest one request may take before the benchmark gives up on the server.
@@ -29,17 +29,8 @@ pub struct StreamTiming {
     pub done_at: Instant,
     /// Token events received.
     pub token_events: u64,
-    /// The final event's `tokens_predicted`.
-    pub tokens_predicted: u64,
-    /// The final event's `tokens_evaluated` (the prompt tokens).
-    pub tokens_evaluated: u64,
-    /// The server's count of prompt tokens it evaluated (not cached).
-    pub server_prompt_n: Option<u64>,
-    pub server_prompt_ms: Option<f64>,
-    pub server_predicted_ms: Option<f64>,
-    /// Speculative tokens the server drafted and kept (None: nothing drafted).
-    pub draft_n: Option<u64>,
-    pub draft_n_accepted: Option<u64>,
+    /// What the final event says: the server's counts and timings.
+    pub server: FinalStats,
     /// The generated text (the token events' contents joined).
     pub text: String,
 }
@@ -190,13 +181,7 @@ async fn stream_inner(addr: SocketAddr, body: &Value) -> Result<StreamTiming, Se
                         total: now - t0,
                         done_at: now,
                         token_events,
-                        tokens_predicted: f.tokens_predicted,
-                        tokens_evaluated: f.tokens_evaluated,
-                        server_prompt_n: f.prompt_n,
-                        server_prompt_ms: f.prompt_ms,
-                        server_predicted_ms: f.predicted_ms,
-                        draft_n: f.draft_n,
-                        draft_n_accepted: f.draft_n_accepted,
+                        server: f,
                         text,
                     });
                 }

@@ -149,9 +149,9 @@ fn check_count(
     r: client::StreamTiming,
     n_predict: u64,
 ) -> Result<client::StreamTiming, ServeBenchError> {
-    if r.tokens_predicted != n_predict || r.token_events != n_predict {
+    if r.server.tokens_predicted != n_predict || r.token_events != n_predict {
         return Err(ServeBenchError::TokenCount {
-            got: r.tokens_predicted.min(r.token_events),
+            got: r.server.tokens_predicted.min(r.token_events),
             want: n_predict,
         });
     }

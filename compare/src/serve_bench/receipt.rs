@@ -130,7 +130,10 @@ pub struct Batch {
 
 impl Batch {
     pub fn generated(&self) -> u64 {
-        self.requests.iter().map(|r| r.tokens_predicted).sum()
+        self.requests
+            .iter()
+            .map(|r| r.server.tokens_predicted)
+            .sum()
     }
 
     pub fn wall_secs(&self) -> f64 {
@@ -179,14 +182,14 @@ pub fn record(rep: u32, r: &StreamTiming) -> RequestRecord {
         rep,
         ttft_ms: r.ttft.as_secs_f64() * 1e3,
         total_ms: r.total.as_secs_f64() * 1e3,
-        tokens_predicted: r.tokens_predicted,
-        tokens_evaluated: r.tokens_evaluated,
+        tokens_predicted: r.server.tokens_predicted,
+        tokens_evaluated: r.server.tokens_evaluated,
         token_events: r.token_events,
-        server_prompt_n: r.server_prompt_n,
-        server_prompt_ms: r.server_prompt_ms,
-        server_predicted_ms: r.server_predicted_ms,
-        draft_n: r.draft_n,
-        draft_n_accepted: r.draft_n_accepted,
+        server_prompt_n: r.server.prompt_n,
+        server_prompt_ms: r.server.prompt_ms,
+        server_predicted_ms: r.server.predicted_ms,
+        draft_n: r.server.draft_n,
+        draft_n_accepted: r.server.draft_n_accepted,
     }
 }
 

@@ -109,18 +109,18 @@ impl SpecRun {
             .iter()
             .map(|r| r.ttft.as_secs_f64() * 1e3)
             .collect();
-        let draft_n = requests.iter().filter_map(|r| r.draft_n).sum();
+        let draft_n = requests.iter().filter_map(|r| r.server.draft_n).sum();
         let mut tokens = 0;
         let mut steps = 0;
         let mut accepted_sum = 0;
         for r in requests {
-            let after_first = r.tokens_predicted.saturating_sub(1);
-            let accepted = r.draft_n_accepted.unwrap_or(0);
+            let after_first = r.server.tokens_predicted.saturating_sub(1);
+            let accepted = r.server.draft_n_accepted.unwrap_or(0);
             if accepted > after_first {
                 return Err(ServeBenchError::DraftCount {
                     engine: engine.name(),
                     accepted,
-                    predicted: r.tokens_predicted,
+                    predicted: r.server.tokens_predicted,
                 });
             }
             // Each step emits its own token plus the drafts it kept.
@@ -161,7 +161,7 @@ impl SpecRun {
 fn decode_tps(r: &StreamTiming) -> f64 {
     let secs = (r.total - r.ttft).as_secs_f64();
     if secs > 0.0 {
-        r.tokens_predicted.saturating_sub(1) as f64 / secs
+        r.server.tokens_predicted.saturating_sub(1) as f64 / secs
     } else {
         0.0
     }
@@ -210,6 +210,7 @@ impl WorkloadResult {
 mod tests {
     use std::time::{Duration, Instant};
 
+    use super::super::sse::FinalStats;
     use super::*;
 
     fn request(ttft_ms: u64, total_ms: u64, n: u64, drafts: Option<(u64, u64)>) -> StreamTiming {
@@ -218,13 +219,15 @@ mod tests {
             total: Duration::from_millis(total_ms),
             done_at: Instant::now(),
             token_events: n,
-            tokens_predicted: n,
-            tokens_evaluated: 10,
-            server_prompt_n: Some(10),
-            server_prompt_ms: None,
-            server_predicted_ms: None,
-            draft_n: drafts.map(|d| d.0),
-            draft_n_accepted: drafts.map(|d| d.1),
+            server: FinalStats {
+                tokens_predicted: n,
+                tokens_evaluated: 10,
+                prompt_n: Some(10),
+                prompt_ms: None,
+                predicted_ms: None,
+                draft_n: drafts.map(|d| d.0),
+                draft_n_accepted: drafts.map(|d| d.1),
+            },
             text: "same".into(),
         }
     }

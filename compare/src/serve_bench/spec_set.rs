@@ -127,9 +127,9 @@ async fn measure_workload(
                 if *spec { " spec" } else { "" },
                 rep + 1,
                 plan.runs.repetitions,
-                (r.tokens_predicted - 1) as f64 / secs,
-                r.draft_n_accepted.unwrap_or(0),
-                r.draft_n.unwrap_or(0),
+                (r.server.tokens_predicted - 1) as f64 / secs,
+                r.server.draft_n_accepted.unwrap_or(0),
+                r.server.draft_n.unwrap_or(0),
             ));
             done[i].push(r);
         }
