@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::engine::{Engine, EngineKind, Reference, Sample, Test};
+use crate::llama_bench::{LlamaTools, Provisioned};
 use crate::receipt::{Comparison, EngineSamples, Machine, Receipt, Skipped};
 use crate::Result;
 
@@ -250,8 +251,6 @@ pub fn new_receipt(
         bandwidth,
     };
     let mut r = Receipt::new(machine, crate::sysinfo::pocket_commit(repo));
-    r.llama_cpp_reference_build = crate::llama_bench::LlamaTools::locate()
-        .ok()
-        .and_then(|t| t.reference_info());
+    r.llama_cpp_reference_build = LlamaTools::locate().ok().and_then(|t| t.reference_info());
     r
 }

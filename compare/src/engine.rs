@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench_format::{parse_test_name, Format};
 use crate::bench_row::BenchRow;
-use crate::llama_bench::{self, run_tool, BenchArgs, LlamaTools, ProcessStats, ToolError};
+use crate::llama_bench::{
+    self, run_tool, BenchArgs, LlamaTools, ProcessStats, Provisioned, ToolError,
+};
 use crate::Result;
 use pocket_model::Placement;
 

@@ -21,6 +21,18 @@ pub fn cache_dir() -> PathBuf {
     Path::new(&home).join(".cache").join("pocket")
 }
 
+/// Tools a provisioning script builds into the cache: found in a given cache (tests use
+/// their own), or by [`Provisioned::locate`] in [`cache_dir`], the one commands use.
+pub trait Provisioned: Sized {
+    /// The tools in `cache`; an error naming the provisioning script where they are missing.
+    fn in_cache(cache: &Path) -> Result<Self, ToolError>;
+
+    /// The tools in [`cache_dir`].
+    fn locate() -> Result<Self, ToolError> {
+        Self::in_cache(&cache_dir())
+    }
+}
+
 /// llama.cpp's two builds in the cache (written by [`PROVISION`]):
 ///
 /// - `native` (`<cache>/llama.cpp-native`, `GGML_NATIVE=ON`): the best llama.cpp can do on
@@ -36,14 +48,9 @@ pub struct LlamaTools {
     pub reference_dir: PathBuf,
 }
 
-impl LlamaTools {
-    /// The builds in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is not there.
-    pub fn locate() -> Result<LlamaTools, ToolError> {
-        LlamaTools::in_cache(&cache_dir())
-    }
-
-    /// The builds in `cache`.
-    pub fn in_cache(cache: &Path) -> Result<LlamaTools, ToolError> {
+impl Provisioned for LlamaTools {
+    /// The builds in `cache`; an error naming [`PROVISION`] if `llama-bench` is not there.
+    fn in_cache(cache: &Path) -> Result<LlamaTools, ToolError> {
         let tools = LlamaTools {
             native_dir: cache.join("llama.cpp-native"),
             reference_dir: cache.join("llama.cpp-build"),
@@ -52,7 +59,9 @@ impl LlamaTools {
         tools.tool("llama-bench")?;
         Ok(tools)
     }
+}
 
+impl LlamaTools {
     /// A tool of the native build (`llama-bench`, `llama-perplexity`), checked to exist.
     pub fn tool(&self, name: &str) -> Result<PathBuf, ToolError> {
         find_tool(&self.native_dir, name, "native")

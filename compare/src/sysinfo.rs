@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::llama_bench::LlamaTools;
+use crate::llama_bench::{LlamaTools, Provisioned};
 
 /// What the machine is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use common::{bandwidth, data, load_err, machine};
 use pocket_compare::engine::{parse_ik_json, EngineInfo, EngineKind, IkLlamaCpp, Test};
+use pocket_compare::llama_bench::Provisioned;
 use pocket_compare::receipt::{Comparison, EngineSamples, Receipt};
 use pocket_compare::{gate, history, report};
 

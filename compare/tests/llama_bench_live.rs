@@ -12,7 +12,7 @@ mod measured;
 use common::smollm2;
 use pocket_compare::bench_format::Format;
 use pocket_compare::engine::{Engine, LlamaCpp, Test};
-use pocket_compare::llama_bench::{self, BenchArgs, LlamaTools, PROVISION};
+use pocket_compare::llama_bench::{self, BenchArgs, LlamaTools, Provisioned, PROVISION};
 
 /// llama-bench on SmolLM2 with one thread: `-p n_prompt -n n_gen -r reps`, then `extra`.
 fn on_smollm2(n_prompt: u32, n_gen: u32, reps: u32, format: Format, extra: &[&str]) -> BenchArgs {

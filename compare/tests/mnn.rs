@@ -11,6 +11,7 @@ use std::path::Path;
 
 use common::{bandwidth, data, machine};
 use pocket_compare::engine::{parse_mnn_json, EngineInfo, EngineKind, Mnn, Test};
+use pocket_compare::llama_bench::Provisioned;
 use pocket_compare::receipt::{Comparison, EngineSamples, Receipt, Skipped};
 
 fn fixture(name: &str) -> String {

@@ -10,7 +10,7 @@ use super::compare_cmd::CompareArgs;
 use super::CliResult;
 use crate::comparator::{self, Plan};
 use crate::engine::{EngineKind, Pocket, Reference};
-use crate::llama_bench::{cache_dir, LlamaTools, ToolError};
+use crate::llama_bench::{cache_dir, LlamaTools, Provisioned, ToolError};
 use crate::receipt::{PlacementRecord, Receipt};
 use crate::{parity, report};
 

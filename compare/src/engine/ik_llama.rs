@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use super::{sample_of, test_args, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
 use crate::bench_format::{check_required, ParseError, Problem};
 use crate::bench_row::{BenchRow, REQUIRED_BY_EVERY};
-use crate::llama_bench::{cache_dir, read_line, run_tool, ToolError};
+use crate::llama_bench::{read_line, run_tool, Provisioned, ToolError};
 use crate::Result;
 
 /// The command that builds ik_llama.cpp's tools into the cache.
@@ -36,14 +36,10 @@ pub struct IkLlamaCpp {
     pub dir: PathBuf,
 }
 
-impl IkLlamaCpp {
-    /// The build in [`cache_dir`]; an error naming [`PROVISION`] if `llama-bench` is missing.
-    pub fn locate() -> Result<IkLlamaCpp, ToolError> {
-        IkLlamaCpp::in_cache(&cache_dir())
-    }
-
-    /// The build in `cache`: the native one where it is complete, else the prebuilt one.
-    pub fn in_cache(cache: &Path) -> Result<IkLlamaCpp, ToolError> {
+impl Provisioned for IkLlamaCpp {
+    /// The build in `cache`: the native one where it is complete, else the prebuilt one; an
+    /// error naming [`PROVISION`] if `llama-bench` is missing.
+    fn in_cache(cache: &Path) -> Result<IkLlamaCpp, ToolError> {
         let native = IkLlamaCpp {
             dir: cache.join("ik_llama.cpp"),
         };
@@ -57,7 +53,9 @@ impl IkLlamaCpp {
             _ => native.tool("llama-bench").map(|_| native),
         }
     }
+}
 
+impl IkLlamaCpp {
     /// A tool of the build (`llama-bench`, `llama-perplexity`), checked to exist.
     pub fn tool(&self, name: &str) -> Result<PathBuf, ToolError> {
         let path = self.dir.join("bin").join(name);

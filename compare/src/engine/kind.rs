@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 use super::{Engine, IkLlamaCpp, LlamaCpp, Mnn, Test};
+use crate::llama_bench::Provisioned;
 use crate::Result;
 use pocket_model::Placement;
 

@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use super::{sample_of, Engine, EngineInfo, EngineKind, Reference, Sample, Test};
 use crate::bench_row::BenchRow;
-use crate::llama_bench::{cache_dir, read_line, run_tool, ToolError};
+use crate::llama_bench::{read_line, run_tool, Provisioned, ToolError};
 use crate::Result;
 use pocket_kernels::GgmlType;
 use pocket_model::gguf::Gguf;
@@ -103,14 +103,10 @@ pub struct Mnn {
     pub dir: PathBuf,
 }
 
-impl Mnn {
-    /// The venv in [`cache_dir`]; an error naming [`PROVISION`] if it is not complete.
-    pub fn locate() -> Result<Mnn, ToolError> {
-        Mnn::in_cache(&cache_dir())
-    }
-
-    /// The venv in `cache`: complete once `VENV_INFO` is written (the script's last step).
-    pub fn in_cache(cache: &Path) -> Result<Mnn, ToolError> {
+impl Provisioned for Mnn {
+    /// The venv in `cache`: complete once `VENV_INFO` is written (the script's last step); an
+    /// error naming [`PROVISION`] if it is not.
+    fn in_cache(cache: &Path) -> Result<Mnn, ToolError> {
         let mnn = Mnn {
             dir: cache.join("mnn"),
         };
@@ -126,7 +122,9 @@ impl Mnn {
         }
         Ok(mnn)
     }
+}
 
+impl Mnn {
     /// The venv's python.
     pub fn python(&self) -> PathBuf {
         self.dir.join("venv").join("bin").join("python")
