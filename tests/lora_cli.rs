@@ -12,6 +12,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use pocket_compare::parity::parse_final_estimate;
+
 fn pocket(args: &[&str]) -> Output {
     pocket_form(args, "int8")
 }
@@ -54,13 +56,10 @@ fn ppl_text() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ppl_text.txt")
 }
 
+/// The comparator's own reading of the `Final estimate: PPL = ` line (pocket perplexity
+/// prints llama-perplexity's).
 fn final_ppl(out: &str) -> f64 {
-    let line = out
-        .lines()
-        .find(|l| l.contains("Final estimate: PPL = "))
-        .unwrap_or_else(|| panic!("no Final estimate in:\n{out}"));
-    let v = line.split("PPL = ").nth(1).unwrap();
-    v.split_whitespace().next().unwrap().parse().unwrap()
+    parse_final_estimate(out).unwrap_or_else(|| panic!("no Final estimate in:\n{out}"))
 }
 
 // The whole file: on 3 chunks (192 scored tokens) the rounding of any form moved PPL by up
