@@ -129,20 +129,12 @@ static void quant_q8k_4x8_case(int64_t k) {
     const size_t bsz = 16 + 1024 + 128;
     std::vector<uint8_t> q(nb * bsz);
     ggml_quantize_mat_q8_K_4x8(x.data(), q.data(), k);
-    std::vector<uint8_t> rows(4 * nb * Q8K_SIZE);
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t * blk = q.data() + b * bsz;
-        for (int r = 0; r < 4; ++r) {
-            uint8_t * o = rows.data() + (r * nb + b) * Q8K_SIZE;
-            memcpy(o, blk + 4 * r, 4);
-            for (int e = 0; e < QK_K; ++e) {  // 8-byte chunks, rows interleaved
-                o[4 + e] = blk[16 + ((e / 8) * 4 + r) * 8 + e % 8];
-            }
+    const std::vector<uint8_t> rows = deinterleave_4x8(q, nb, bsz, 4, QK_K, Q8K_SIZE,
+        [](const uint8_t * blk, int r, uint8_t * o) {
             for (int g = 0; g < 16; ++g) {  // bsums: index (g/4)*16 + r*4 + g%4
                 memcpy(o + 4 + QK_K + 2 * g, blk + 16 + 1024 + 2 * ((g / 4) * 16 + r * 4 + g % 4), 2);
             }
-        }
-    }
+        });
     put_u32(2); put_u32(k); put_vec(x); put_vec(rows);
 }
 
@@ -176,17 +168,11 @@ static void geglu_case(int64_t n, int64_t rows) {
     ggml_tensor * G = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, n, rows);
     ggml_tensor * U = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, n, rows);
     ggml_tensor * Y = ggml_geglu_split(cctx, G, U);
-    ggml_cgraph * gf = ggml_new_graph(cctx);
-    ggml_build_forward_expand(gf, Y);
-    ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
-    ggml_backend_tensor_set(G, g.data(), 0, g.size() * 4);
-    ggml_backend_tensor_set(U, u.data(), 0, u.size() * 4);
-    compute_graph(gf);
-    std::vector<float> y(n * rows);
-    ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
+    const std::vector<float> y = compute_f32(cctx, Y, [&] {
+        ggml_backend_tensor_set(G, g.data(), 0, g.size() * 4);
+        ggml_backend_tensor_set(U, u.data(), 0, u.size() * 4);
+    });
     put_u32(5); put_u32(n); put_u32(rows); put_vec(g); put_vec(u); put_vec(y);
-    ggml_backend_buffer_free(cbuf);
-    ggml_free(cctx);
 }
 
 int main(int argc, char ** argv) {

@@ -102,15 +102,7 @@ static void quant_4x8_case(int64_t k) {
     const size_t bsz = 8 + 128;
     std::vector<uint8_t> q(nb * bsz);
     ggml_quantize_mat_q8_0_4x8(x.data(), q.data(), k);
-    std::vector<uint8_t> rows(4 * nb * Q8_0_SIZE);
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t * blk = q.data() + b * bsz;
-        for (int r = 0; r < 4; ++r) {
-            uint8_t * o = rows.data() + (r * nb + b) * Q8_0_SIZE;
-            memcpy(o, blk + 2 * r, 2);
-            for (int e = 0; e < 32; ++e) o[2 + e] = blk[8 + ((e / 8) * 4 + r) * 8 + e % 8];
-        }
-    }
+    const std::vector<uint8_t> rows = deinterleave_4x8(q, nb, bsz, 2, 32, Q8_0_SIZE, [](const uint8_t *, int, uint8_t *) {});
     put_u32(2); put_u32(k); put_vec(x); put_vec(rows);
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -133,23 +134,50 @@ static inline void free_weight(weight_tensor & W) {
     ggml_free(W.ctx);
 }
 
-// ggml_mul_mat(W, X) computed on `backend` for X = `tokens` rows of `x`: returns the
-// `tokens` x rows outputs.
-static inline std::vector<float> mul_mat_graph(ggml_tensor * W, const std::vector<float> & x, int64_t tokens) {
-    const int64_t k = W->ne[0], rows = W->ne[1];
-    ggml_context * cctx = new_ctx(4);
-    ggml_tensor * X = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, k, tokens);
-    ggml_tensor * Y = ggml_mul_mat(cctx, W, X);
+// The f32 values of Y, computed on `backend` by the graph of Y in `cctx`: cctx's tensors
+// are allocated, `set_inputs` fills the inputs, and the buffer and cctx are freed after.
+template <class SetInputs>
+static inline std::vector<float> compute_f32(ggml_context * cctx, ggml_tensor * Y, SetInputs set_inputs) {
     ggml_cgraph * gf = ggml_new_graph(cctx);
     ggml_build_forward_expand(gf, Y);
     ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors(cctx, backend);
-    ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4);
+    set_inputs();
     compute_graph(gf);
-    std::vector<float> y(rows * tokens);
+    std::vector<float> y(ggml_nelements(Y));
     ggml_backend_tensor_get(Y, y.data(), 0, y.size() * 4);
     ggml_backend_buffer_free(cbuf);
     ggml_free(cctx);
     return y;
+}
+
+// ggml_mul_mat(W, X) computed on `backend` for X = `tokens` rows of `x`: returns the
+// `tokens` x rows outputs.
+static inline std::vector<float> mul_mat_graph(ggml_tensor * W, const std::vector<float> & x, int64_t tokens) {
+    ggml_context * cctx = new_ctx(4);
+    ggml_tensor * X = ggml_new_tensor_2d(cctx, GGML_TYPE_F32, W->ne[0], tokens);
+    ggml_tensor * Y = ggml_mul_mat(cctx, W, X);
+    return compute_f32(cctx, Y, [&] { ggml_backend_tensor_set(X, x.data(), 0, x.size() * 4); });
+}
+
+// ggml's 4-row interleaved q8 activations (`q`: block_q8_0x4 or block_q8_Kx4, `bsz` bytes
+// each: the 4 rows' scales of `d_size` bytes, then their `n_q` quants per row in 8-byte
+// chunks, row after row) as 4 plain rows of `nb` blocks of `row_block` bytes: per block
+// the scale, the quants, and what `rest` writes after them (it gets the block, the row
+// and the row's block).
+template <class Rest>
+static inline std::vector<uint8_t> deinterleave_4x8(const std::vector<uint8_t> & q, int64_t nb, size_t bsz,
+                                                    size_t d_size, int n_q, size_t row_block, Rest rest) {
+    std::vector<uint8_t> rows(4 * nb * row_block);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * blk = q.data() + b * bsz;
+        for (int r = 0; r < 4; ++r) {
+            uint8_t * o = rows.data() + (r * nb + b) * row_block;
+            memcpy(o, blk + d_size * r, d_size);
+            for (int e = 0; e < n_q; ++e) o[d_size + e] = blk[4 * d_size + ((e / 8) * 4 + r) * 8 + e % 8];
+            rest(blk, r, o);
+        }
+    }
+    return rows;
 }
 
 // The END record; closes the file.
