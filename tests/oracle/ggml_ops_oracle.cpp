@@ -45,16 +45,23 @@ void ggml_vec_dot_f16(int n, float * s, size_t bs, ggml_fp16_t * x, size_t bx, g
 void ggml_vec_swiglu_f32(const int n, float * y, const float * x, const float * g);
 }
 
-// Activations for the 32-element quantizers: ~N(0,1) with 1% outliers x20, and per block
-// now and then one edge case: all zeros, all equal, +m and -m tied at the largest
-// magnitude, codes exactly at (and one ulp around) .5 rounding boundaries, huge or tiny
-// magnitudes, signed zeros.
-static std::vector<float> q8_activations(size_t n) {
+// n values ~N(0,1), each from a fresh distribution (`gauss`, unlike
+// `normal_with_outliers`), with 1% outliers x20: what both activation kinds start from.
+static std::vector<float> gauss_with_outliers(size_t n) {
     std::vector<float> x(n);
     for (auto & v : x) {
         v = gauss();
         if (below(100) == 0) v *= 20.0f;
     }
+    return x;
+}
+
+// Activations for the 32-element quantizers: ~N(0,1) with 1% outliers x20, and per block
+// now and then one edge case: all zeros, all equal, +m and -m tied at the largest
+// magnitude, codes exactly at (and one ulp around) .5 rounding boundaries, huge or tiny
+// magnitudes, signed zeros.
+static std::vector<float> q8_activations(size_t n) {
+    std::vector<float> x = gauss_with_outliers(n);
     for (size_t b = 0; b + 32 <= n; b += 32) {
         float * p = x.data() + b;
         switch (below(16)) {
@@ -127,11 +134,7 @@ static void quant_case(bool q8_1, int64_t k) {
 
 // Activations without the degenerate blocks, for the dot products.
 static std::vector<float> dot_activations(size_t n) {
-    std::vector<float> x(n);
-    for (auto & v : x) {
-        v = gauss();
-        if (below(100) == 0) v *= 20.0f;
-    }
+    std::vector<float> x = gauss_with_outliers(n);
     for (size_t b = 0; b + 32 <= n; b += 32) {
         if (below(16) == 0) std::fill(x.begin() + b, x.begin() + b + 32, 0.0f);
         else if (below(8) == 0) for (size_t i = b; i < b + 32; ++i) x[i] *= 1000.0f;
