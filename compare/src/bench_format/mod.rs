@@ -92,6 +92,52 @@ fn json_value(field: &str, value: &str) -> String {
     }
 }
 
+/// How a row's members are laid out: llama-bench's `-o json` puts each on its own indented
+/// line, its `-o jsonl` all on one (with no space after `samples_ns`, as llama-bench writes).
+struct Layout {
+    indent: &'static str,
+    sep: &'static str,
+    after_samples_ns: &'static str,
+}
+
+const JSON: Layout = Layout {
+    indent: "    ",
+    sep: ",\n",
+    after_samples_ns: ",\n",
+};
+const JSONL: Layout = Layout {
+    indent: "",
+    sep: ", ",
+    after_samples_ns: ",",
+};
+
+/// The members of one row's object, without its braces.
+fn write_members(out: &mut String, row: &BenchRow, layout: &Layout) {
+    let Layout { indent, sep, .. } = layout;
+    for (field, value) in FIELDS.iter().zip(row.values()) {
+        let _ = write!(
+            out,
+            "{indent}\"{field}\": {}{sep}",
+            json_value(field, &value)
+        );
+    }
+    let _ = write!(
+        out,
+        "{indent}\"samples_ns\": [ {} ]{}",
+        join(&row.samples_ns, u64::to_string),
+        layout.after_samples_ns
+    );
+    let _ = write!(
+        out,
+        "{indent}\"samples_ts\": [ {} ]",
+        join(&row.samples_ts, |v| fmt_g6(*v))
+    );
+    // Fields llama-bench does not have (pocket's load_ms, peak_rss_bytes) follow.
+    for (k, v) in &row.extra {
+        let _ = write!(out, "{sep}{indent}\"{}\": {v}", escape_json(k));
+    }
+}
+
 fn write_json(rows: &[BenchRow]) -> String {
     let mut out = String::from("[\n");
     for (i, row) in rows.iter().enumerate() {
@@ -99,23 +145,7 @@ fn write_json(rows: &[BenchRow]) -> String {
             out.push_str(",\n");
         }
         out.push_str("  {\n");
-        for (field, value) in FIELDS.iter().zip(row.values()) {
-            let _ = writeln!(out, "    \"{field}\": {},", json_value(field, &value));
-        }
-        let _ = writeln!(
-            out,
-            "    \"samples_ns\": [ {} ],",
-            join(&row.samples_ns, u64::to_string)
-        );
-        let _ = write!(
-            out,
-            "    \"samples_ts\": [ {} ]",
-            join(&row.samples_ts, |v| fmt_g6(*v))
-        );
-        // Fields llama-bench does not have (pocket's load_ms, peak_rss_bytes) follow.
-        for (k, v) in &row.extra {
-            let _ = write!(out, ",\n    \"{}\": {v}", escape_json(k));
-        }
+        write_members(&mut out, row, &JSON);
         out.push_str("\n  }");
     }
     out.push_str("\n]\n");
@@ -126,22 +156,7 @@ fn write_jsonl(rows: &[BenchRow]) -> String {
     let mut out = String::new();
     for row in rows {
         out.push('{');
-        for (field, value) in FIELDS.iter().zip(row.values()) {
-            let _ = write!(out, "\"{field}\": {}, ", json_value(field, &value));
-        }
-        let _ = write!(
-            out,
-            "\"samples_ns\": [ {} ],",
-            join(&row.samples_ns, u64::to_string)
-        );
-        let _ = write!(
-            out,
-            "\"samples_ts\": [ {} ]",
-            join(&row.samples_ts, |v| fmt_g6(*v))
-        );
-        for (k, v) in &row.extra {
-            let _ = write!(out, ", \"{}\": {v}", escape_json(k));
-        }
+        write_members(&mut out, row, &JSONL);
         out.push_str("}\n");
     }
     out
