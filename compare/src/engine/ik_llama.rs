@@ -106,13 +106,7 @@ impl Engine for IkLlamaCpp {
     }
 
     fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
-        if let Some(why) = self.refuses(test) {
-            let engine = EngineKind::IkLlamaCpp.name();
-            return Err(crate::Error::Unsupported { engine, test, why });
-        }
-        if !model.is_file() {
-            return Err(crate::Error::ModelNotFound(model.to_path_buf()));
-        }
+        self.check_run(model, test)?;
         let args = IkLlamaCpp::args(model, test, threads);
         let tool = "ik_llama.cpp llama-bench";
         let stats = run_tool(&self.tool("llama-bench")?, tool, &args)?;

@@ -131,4 +131,16 @@ pub trait Reference: Engine {
     fn cannot_run(&self, _model: &Path) -> Option<String> {
         None
     }
+    /// The checks before one run of `test` on `model`: an error where the engine refuses
+    /// the test or the model file is missing.
+    fn check_run(&self, model: &Path, test: Test) -> Result<()> {
+        if let Some(why) = self.refuses(test) {
+            let engine = self.kind().name();
+            return Err(crate::Error::Unsupported { engine, test, why });
+        }
+        if !model.is_file() {
+            return Err(crate::Error::ModelNotFound(model.to_path_buf()));
+        }
+        Ok(())
+    }
 }

@@ -284,13 +284,7 @@ impl Engine for Mnn {
     }
 
     fn bench(&self, model: &Path, test: Test, threads: u32) -> Result<Sample> {
-        if let Some(why) = self.refuses(test) {
-            let engine = EngineKind::Mnn.name();
-            return Err(crate::Error::Unsupported { engine, test, why });
-        }
-        if !model.is_file() {
-            return Err(crate::Error::ModelNotFound(model.to_path_buf()));
-        }
+        self.check_run(model, test)?;
         let dir = self.exported(model)?;
         let script = self.script(BENCH_SCRIPT)?;
         let mut args = vec![script.display().to_string()];
