@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
+use crate::serve_common::wait_for_line;
+
 /// Debian's binary name first, then other distributions'.
 const CANDIDATES: [&str; 3] = ["chromium", "chromium-browser", "google-chrome"];
 
@@ -63,15 +65,11 @@ impl Browser {
             .spawn()
             .expect("start chromium");
         let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let ws_url = loop {
-            line.clear();
-            let n = err.read_line(&mut line).unwrap_or(0);
-            assert!(n > 0, "chromium exited before opening its DevTools port");
-            if let Some(url) = line.trim().strip_prefix("DevTools listening on ") {
-                break url.to_string();
-            }
-        };
+        let (ws_url, _) = wait_for_line(
+            &mut err,
+            "chromium exited before opening its DevTools port",
+            |l| Some(l.trim().strip_prefix("DevTools listening on ")?.to_string()),
+        );
         std::thread::spawn(move || for _ in err.lines() {});
         Browser {
             child,

@@ -88,17 +88,10 @@ impl Server {
             .spawn()
             .expect("start pocket serve");
         let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        let base = loop {
-            line.clear();
-            assert!(
-                err.read_line(&mut line).unwrap() > 0,
-                "pocket serve exited before listening"
-            );
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.split(' ').next().unwrap().to_string();
-            }
-        };
+        let (base, line) = wait_for_line(&mut err, "pocket serve exited before listening", |l| {
+            let rest = l.split("listening on ").nth(1)?;
+            Some(rest.split(' ').next().unwrap().to_string())
+        });
         // Keep draining stderr (so the server never blocks on a full pipe) into the log.
         let log = Arc::new(Mutex::new(vec![line.trim_end().to_string()]));
         let sink = log.clone();
@@ -242,4 +235,22 @@ pub fn chunks(data: &[String]) -> Vec<Value> {
         .filter(|d| *d != "[DONE]")
         .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
         .collect()
+}
+
+/// Reads a child's stderr until `found` picks a value out of a line (the line where it
+/// says where it listens): the value and that line. Panics with `exited` if the stream
+/// ends first.
+pub fn wait_for_line<T>(
+    err: &mut impl BufRead,
+    exited: &str,
+    found: impl Fn(&str) -> Option<T>,
+) -> (T, String) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap_or(0) > 0, "{exited}");
+        if let Some(v) = found(&line) {
+            return (v, line);
+        }
+    }
 }
