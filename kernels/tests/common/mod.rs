@@ -12,7 +12,9 @@ mod fixtures;
 pub use fixtures::{cache_dir, fixture};
 
 use half::f16;
-use pocket_kernels::matmul::{gemm, gemm_tokens, gemv, PackedMatrix, QuantizedActivation};
+use pocket_kernels::matmul::{
+    gemm, gemm_tokens, gemv, PackError, PackedMatrix, QuantizedActivation,
+};
 use pocket_kernels::{GgmlType, Isa};
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -366,4 +368,27 @@ pub fn check_gemm_tokens(
         }
     }
     Ok(())
+}
+
+/// What `PackedMatrix::pack` refuses: `ty` with `bad_cols` columns (not whole blocks),
+/// `bytes` that are not `rows` x `cols` of `ty`, and Q3_K (a type without a packed layout).
+pub fn assert_pack_refuses(
+    ty: GgmlType,
+    bytes: &[u8],
+    bad_cols: usize,
+    (rows, cols): (usize, usize),
+) {
+    assert!(matches!(
+        PackedMatrix::pack(ty, bytes, rows, bad_cols),
+        Err(PackError::BadCols(c)) if c == bad_cols
+    ));
+    let expected = rows * cols / ty.block_size() * ty.type_size();
+    assert!(matches!(
+        PackedMatrix::pack(ty, bytes, rows, cols),
+        Err(PackError::BadLength { expected: e, got }) if e == expected && got == bytes.len()
+    ));
+    assert!(matches!(
+        PackedMatrix::pack(GgmlType::Q3_K, bytes, 1, 256),
+        Err(PackError::UnsupportedType(GgmlType::Q3_K))
+    ));
 }
