@@ -1,7 +1,7 @@
 //! The tiled attention body ([`crate::attention`]) compiled for AVX2 (8-wide) and for
-//! AVX-512 (16-wide, 32 registers): its loops vectorize; the arithmetic is plain f32 (no
-//! contraction into FMAs, no reassociation), so either build equals the body without target
-//! features bit for bit.
+//! AVX-512 (16-wide, 32 registers): its loops vectorize; the arithmetic is explicit f32
+//! fused multiply-adds in a fixed order (no reassociation), so either build equals the body
+//! without target features bit for bit.
 
 use crate::attention::tiled::{keys_by_row, values_by_row};
 use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock, Tile};
