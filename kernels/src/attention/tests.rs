@@ -183,6 +183,52 @@ fn every_level_equals_the_generic_body() {
     });
 }
 
+/// The generic body with [`super::FillTiles::PAIR_ROWS`] (query rows two at a time, as the
+/// AVX-512 root runs it), so the paired arithmetic is checked on every machine.
+#[derive(Clone, Copy)]
+struct ByRowPaired;
+impl super::FillTiles for ByRowPaired {
+    const PAIR_ROWS: bool = true;
+}
+
+/// Rows taken two at a time give every row the bits it gets alone (odd groups, windows and
+/// blocks of one row leave some rows unpaired: both kinds are in the cases).
+#[test]
+fn paired_rows_equal_rows_alone() {
+    let mut s = AttnScratch::default();
+    for c in cases() {
+        for g in 0..c.n_kv {
+            let n = c.bt * c.group * c.head_dim;
+            let (mut alone, mut paired) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+            attend_body(
+                &c.rows(),
+                &c.block(g),
+                &mut alone,
+                &mut s,
+                Isa::Scalar,
+                super::ByRow,
+            );
+            attend_body(
+                &c.rows(),
+                &c.block(g),
+                &mut paired,
+                &mut s,
+                Isa::Scalar,
+                ByRowPaired,
+            );
+            let same = alone
+                .iter()
+                .zip(&paired)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(
+                same,
+                "hd {} group {} pos0 {} bt {} window {}: paired rows differ",
+                c.head_dim, c.group, c.pos0, c.bt, c.window
+            );
+        }
+    }
+}
+
 /// Every level against the scalar one: only the softmax's `exp` differs (~2 ulp), so
 /// the outputs (values in [-1, 1]) agree to 2e-6 (measured on AVX2: 1.8e-7).
 #[test]

@@ -3,12 +3,14 @@
 //! product-sum is an explicit fused multiply-add (`mul_add`, one rounding) in a fixed
 //! order, so compiling it with more target features (`arch::x86::attention`) vectorizes it
 //! without changing a bit (without FMA hardware the scalar build calls `fmaf`: slow, same
-//! bits). Query rows go two at a time where they see the same keys: the tile's loads are
-//! shared and eight FMA chains run instead of four (one row's chains are latency-bound);
+//! bits). On AVX-512 ([`FillTiles::PAIR_ROWS`]) query rows go two at a time where they see
+//! the same keys: the tile's loads are shared and eight FMA chains run instead of four (one
+//! row's chains are latency-bound);
 //! each row's operations stay its own, so pairing changes no bit and a row's result does
-//! not depend on its batch. attention_cpu, MNN-Pocket shape, Sapphire Rapids, one thread:
-//! prefill32 over 4096 keys 5.34 -> 3.99 ms, decode 208 -> 161 us; SmolLM2 pp512 (2
-//! threads) 1511-1671 -> 1760-1860 t/s.
+//! not depend on its batch. attention_cpu, MNN-Pocket shape, Sapphire Rapids, one thread,
+//! prefill32 over 4096 keys: AVX-512 5.2-5.6 -> 4.1-4.4 ms (pairs on; off: 5.2-5.6), AVX2
+//! (FMAs, no pairs) 5.3-5.4 -> 4.0-4.6 ms; SmolLM2 pp512 (2 threads) 1511-1671 ->
+//! 1760-1860 t/s.
 
 use super::{AttnScratch, FillTiles, KvRows, QueryBlock, Tile};
 use crate::Isa;
@@ -74,7 +76,7 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
         while r < rows {
             if !seen(r) {
                 r += 1;
-            } else if r + 1 < rows && seen(r + 1) {
+            } else if F::PAIR_ROWS && r + 1 < rows && seen(r + 1) {
                 let [a0, a1] = score_rows2(&s.kt, [qrow(r), qrow(r + 1)]);
                 store(r, a0);
                 store(r + 1, a1);
@@ -120,7 +122,7 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
             let o = &mut out[r * head_dim..];
             // Two rows of one token (the same keys) share the value loads; each row's
             // additions are `weighted_sum`'s, in the same order.
-            if r + 1 < rows && span(r + 1) == (ja, jz) {
+            if F::PAIR_ROWS && r + 1 < rows && span(r + 1) == (ja, jz) {
                 let (o0, o1) = o.split_at_mut(head_dim);
                 weighted_sum2([o0, &mut o1[..head_dim]], [p(r), p(r + 1)], vt, head_dim);
                 r += 2;
