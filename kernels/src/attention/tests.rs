@@ -164,6 +164,11 @@ fn for_each_run(mut check: impl FnMut(&Case, Isa, usize, &[f32], &mut AttnScratc
     }
 }
 
+/// Whether `a` and `b` hold the same floats bit for bit.
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 /// Each level's dispatch equals the body compiled without target features, bit for bit
 /// (same softmax level): the AVX2 build only vectorizes.
 #[test]
@@ -171,14 +176,12 @@ fn every_level_equals_the_generic_body() {
     for_each_run(|c, isa, g, got, s| {
         let mut want = vec![f32::NAN; got.len()];
         attend_body(&c.rows(), &c.block(g), &mut want, s, isa, super::ByRow);
-        let same = got
-            .iter()
-            .zip(&want)
-            .all(|(x, y)| x.to_bits() == y.to_bits());
         assert!(
-            same,
+            same_bits(got, &want),
             "{isa} hd {} pos0 {} bt {}: not bit-identical",
-            c.head_dim, c.pos0, c.bt
+            c.head_dim,
+            c.pos0,
+            c.bt
         );
     });
 }
@@ -216,14 +219,14 @@ fn paired_rows_equal_rows_alone() {
                 Isa::Scalar,
                 ByRowPaired,
             );
-            let same = alone
-                .iter()
-                .zip(&paired)
-                .all(|(x, y)| x.to_bits() == y.to_bits());
             assert!(
-                same,
+                same_bits(&alone, &paired),
                 "hd {} group {} pos0 {} bt {} window {}: paired rows differ",
-                c.head_dim, c.group, c.pos0, c.bt, c.window
+                c.head_dim,
+                c.group,
+                c.pos0,
+                c.bt,
+                c.window
             );
         }
     }

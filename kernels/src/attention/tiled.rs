@@ -287,20 +287,7 @@ fn score_rows2(kt: &[f32], q: [&[f32]; 2]) -> [[f32; 16]; 2] {
             }
         }
     }
-    let acc = [c0, c1];
-    let mut out = [[0f32; 16]; 2];
-    for (out, (acc, q)) in out.iter_mut().zip(acc.iter().zip(q)) {
-        for k in 0..16 {
-            out[k] = (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]);
-        }
-        let done = q.len() / 4 * 4;
-        for d in done..q.len() {
-            for k in 0..16 {
-                out[k] = q[d].mul_add(kt[d * 16 + k], out[k]);
-            }
-        }
-    }
-    out
+    [finish_scores(&c0, kt, q[0]), finish_scores(&c1, kt, q[1])]
 }
 
 /// Scores of query row `q` against the 16 transposed keys of `kt`, each summed in four
@@ -318,13 +305,18 @@ fn score_row(kt: &[f32], q: &[f32]) -> [f32; 16] {
             }
         }
     }
+    finish_scores(&acc, kt, q)
+}
+
+/// A score row's four partial chains combined pairwise, then the `head_dim % 4` tail (no
+/// model has one; kept exact for any size).
+#[inline(always)]
+fn finish_scores(acc: &[[f32; 16]; 4], kt: &[f32], q: &[f32]) -> [f32; 16] {
     let mut out = [0f32; 16];
     for k in 0..16 {
         out[k] = (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]);
     }
-    // head_dim % 4 tail (no model has one; kept exact for any size).
-    let done = q.len() / 4 * 4;
-    for d in done..q.len() {
+    for d in q.len() / 4 * 4..q.len() {
         for k in 0..16 {
             out[k] = q[d].mul_add(kt[d * 16 + k], out[k]);
         }
