@@ -164,6 +164,11 @@ fn for_each_run(mut check: impl FnMut(&Case, Isa, usize, &[f32], &mut AttnScratc
     }
 }
 
+/// Whether `a` and `b` hold the same floats bit for bit.
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 /// Each level's dispatch equals the body compiled without target features, bit for bit
 /// (same softmax level): the AVX2 build only vectorizes.
 #[test]
@@ -171,16 +176,60 @@ fn every_level_equals_the_generic_body() {
     for_each_run(|c, isa, g, got, s| {
         let mut want = vec![f32::NAN; got.len()];
         attend_body(&c.rows(), &c.block(g), &mut want, s, isa, super::ByRow);
-        let same = got
-            .iter()
-            .zip(&want)
-            .all(|(x, y)| x.to_bits() == y.to_bits());
         assert!(
-            same,
+            same_bits(got, &want),
             "{isa} hd {} pos0 {} bt {}: not bit-identical",
-            c.head_dim, c.pos0, c.bt
+            c.head_dim,
+            c.pos0,
+            c.bt
         );
     });
+}
+
+/// The generic body with [`super::FillTiles::PAIR_ROWS`] (query rows two at a time, as the
+/// AVX-512 root runs it), so the paired arithmetic is checked on every machine.
+#[derive(Clone, Copy)]
+struct ByRowPaired;
+impl super::FillTiles for ByRowPaired {
+    const PAIR_ROWS: bool = true;
+}
+
+/// Rows taken two at a time give every row the bits it gets alone (odd groups, windows and
+/// blocks of one row leave some rows unpaired: both kinds are in the cases).
+#[test]
+fn paired_rows_equal_rows_alone() {
+    let mut s = AttnScratch::default();
+    for c in cases() {
+        for g in 0..c.n_kv {
+            let n = c.bt * c.group * c.head_dim;
+            let (mut alone, mut paired) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+            attend_body(
+                &c.rows(),
+                &c.block(g),
+                &mut alone,
+                &mut s,
+                Isa::Scalar,
+                super::ByRow,
+            );
+            attend_body(
+                &c.rows(),
+                &c.block(g),
+                &mut paired,
+                &mut s,
+                Isa::Scalar,
+                ByRowPaired,
+            );
+            assert!(
+                same_bits(&alone, &paired),
+                "hd {} group {} pos0 {} bt {} window {}: paired rows differ",
+                c.head_dim,
+                c.group,
+                c.pos0,
+                c.bt,
+                c.window
+            );
+        }
+    }
 }
 
 /// Every level against the scalar one: only the softmax's `exp` differs (~2 ulp), so

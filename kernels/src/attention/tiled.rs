@@ -1,7 +1,16 @@
 //! The tiled attention body: scores by tiles of 16 transposed keys, softmax per row,
-//! the weighted V sum by tiles of 16 value rows with 32 output dims in registers. Plain
-//! f32 arithmetic (no fused multiply-adds), so compiling it with more target features
-//! (`arch::x86::attention`) vectorizes it without changing a bit.
+//! the weighted V sum by tiles of 16 value rows with 32 output dims in registers. Every
+//! product-sum is an explicit fused multiply-add (`mul_add`, one rounding) in a fixed
+//! order, so compiling it with more target features (`arch::x86::attention`) vectorizes it
+//! without changing a bit (without FMA hardware the scalar build calls `fmaf`: slow, same
+//! bits). On AVX-512 ([`FillTiles::PAIR_ROWS`]) query rows go two at a time where they see
+//! the same keys: the tile's loads are shared and eight FMA chains run instead of four (one
+//! row's chains are latency-bound);
+//! each row's operations stay its own, so pairing changes no bit and a row's result does
+//! not depend on its batch. attention_cpu, MNN-Pocket shape, Sapphire Rapids, one thread,
+//! prefill32 over 4096 keys: AVX-512 5.2-5.6 -> 4.1-4.4 ms (pairs on; off: 5.2-5.6), AVX2
+//! (FMAs, no pairs) 5.3-5.4 -> 4.0-4.6 ms; SmolLM2 pp512 (2 threads) 1511-1671 ->
+//! 1760-1860 t/s.
 
 use super::{AttnScratch, FillTiles, KvRows, QueryBlock, Tile};
 use crate::Isa;
@@ -55,13 +64,26 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
             let v = vis(r / heads);
             v.start < j0 + kn && v.end > j0
         };
-        for r in 0..rows {
-            if seen(r) {
-                let acc = score_row(&s.kt, qrow(r));
-                let dst = &mut s.scores[r * n + j0..r * n + j0 + kn];
-                for (o, &x) in dst.iter_mut().zip(&acc) {
-                    *o = x * a.scale;
-                }
+        let mut store = |r: usize, acc: [f32; 16]| {
+            let dst = &mut s.scores[r * n + j0..r * n + j0 + kn];
+            for (o, &x) in dst.iter_mut().zip(&acc) {
+                *o = x * a.scale;
+            }
+        };
+        // Rows two at a time where both see the tile (each row's arithmetic is
+        // `score_row`'s, so pairing changes no bit).
+        let mut r = 0;
+        while r < rows {
+            if !seen(r) {
+                r += 1;
+            } else if F::PAIR_ROWS && r + 1 < rows && seen(r + 1) {
+                let [a0, a1] = score_rows2(&s.kt, [qrow(r), qrow(r + 1)]);
+                store(r, a0);
+                store(r + 1, a1);
+                r += 2;
+            } else {
+                store(r, score_row(&s.kt, qrow(r)));
+                r += 1;
             }
         }
     }
@@ -83,17 +105,31 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
             Some(rows) => fill.values(rows, t, head_dim, &mut s.vt),
             None => values_by_row(kv, t, head_dim, &mut s.vt),
         }
-        for r in 0..rows {
-            let (i, h) = (r / heads, r % heads);
-            let v = vis(i);
-            let (ja, jz) = (v.start.max(j0), v.end.min(j0 + kn));
+        // Row r's output is out[r·head_dim..] (row i's heads are consecutive).
+        let span = |r: usize| {
+            let v = vis(r / heads);
+            (v.start.max(j0), v.end.min(j0 + kn))
+        };
+        let mut r = 0;
+        while r < rows {
+            let (ja, jz) = span(r);
             if ja >= jz {
+                r += 1;
                 continue;
             }
-            let p = &s.scores[r * n + ja..r * n + jz];
             let vt = &s.vt[(ja - j0) * head_dim..(jz - j0) * head_dim];
-            let o = &mut out[i * len + h * head_dim..i * len + (h + 1) * head_dim];
-            weighted_sum(o, p, vt, head_dim);
+            let p = |r: usize| &s.scores[r * n + ja..r * n + jz];
+            let o = &mut out[r * head_dim..];
+            // Two rows of one token (the same keys) share the value loads; each row's
+            // additions are `weighted_sum`'s, in the same order.
+            if F::PAIR_ROWS && r + 1 < rows && span(r + 1) == (ja, jz) {
+                let (o0, o1) = o.split_at_mut(head_dim);
+                weighted_sum2([o0, &mut o1[..head_dim]], [p(r), p(r + 1)], vt, head_dim);
+                r += 2;
+            } else {
+                weighted_sum(&mut o[..head_dim], p(r), vt, head_dim);
+                r += 1;
+            }
         }
     }
 }
@@ -139,10 +175,10 @@ pub(crate) fn values_by_row<R: KvRows>(kv: &R, t: Tile, head_dim: usize, vt: &mu
     }
 }
 
-/// `o += Σ_j p[j] · vt[j·head_dim ..]`, in order of j, 64 dims of `o` at a time (then 32):
-/// four 16-lane accumulator chains per key instead of two (the add latency bounds this
-/// loop; a 32-token block over 4096 keys 3.84-3.86 -> 3.49-3.57 ms, attention_cpu). The
-/// additions per dim are the same, in the same order.
+/// `o += Σ_j p[j] · vt[j·head_dim ..]` (a fused multiply-add per term), in order of j, 64
+/// dims of `o` at a time (then 32): four 16-lane accumulator chains per key instead of two
+/// (the latency bounds this loop; a 32-token block over 4096 keys 3.84-3.86 -> 3.49-3.57
+/// ms, attention_cpu). The operations per dim are the same, in the same order.
 #[inline(always)]
 fn weighted_sum(o: &mut [f32], p: &[f32], vt: &[f32], head_dim: usize) {
     let mut d0 = 0;
@@ -156,7 +192,7 @@ fn weighted_sum(o: &mut [f32], p: &[f32], vt: &[f32], head_dim: usize) {
     }
     for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
         for (o, &v) in o[d0..].iter_mut().zip(&vr[d0..]) {
-            *o += pj * v;
+            *o = pj.mul_add(v, *o);
         }
     }
 }
@@ -175,10 +211,83 @@ fn weighted_block<const W: usize>(
     for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
         let vr: &[f32; W] = vr[d0..d0 + W].try_into().unwrap();
         for x in 0..W {
-            acc[x] += pj * vr[x];
+            acc[x] = pj.mul_add(vr[x], acc[x]);
         }
     }
     o[..W].copy_from_slice(&acc);
+}
+
+/// [`weighted_sum`] of two rows over the same keys: each row's additions are its own, in
+/// key order (the same bits as two calls), with the value loads shared and twice the
+/// independent FMA chains (one row's four are latency-bound).
+#[inline(always)]
+fn weighted_sum2(o: [&mut [f32]; 2], p: [&[f32]; 2], vt: &[f32], head_dim: usize) {
+    let [o0, o1] = o;
+    let mut d0 = 0;
+    while d0 + 64 <= head_dim {
+        weighted_block2::<64>([&mut o0[d0..], &mut o1[d0..]], p, vt, head_dim, d0);
+        d0 += 64;
+    }
+    while d0 + 32 <= head_dim {
+        weighted_block2::<32>([&mut o0[d0..], &mut o1[d0..]], p, vt, head_dim, d0);
+        d0 += 32;
+    }
+    for (o, p) in [o0, o1].into_iter().zip(p) {
+        for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
+            for (o, &v) in o[d0..].iter_mut().zip(&vr[d0..]) {
+                *o = pj.mul_add(v, *o);
+            }
+        }
+    }
+}
+
+/// [`weighted_block`] of two rows.
+#[inline(always)]
+fn weighted_block2<const W: usize>(
+    o: [&mut [f32]; 2],
+    p: [&[f32]; 2],
+    vt: &[f32],
+    head_dim: usize,
+    d0: usize,
+) {
+    let [o0, o1] = o;
+    let (mut a0, mut a1) = ([0f32; W], [0f32; W]);
+    a0.copy_from_slice(&o0[..W]);
+    a1.copy_from_slice(&o1[..W]);
+    for ((&p0, &p1), vr) in p[0].iter().zip(p[1]).zip(vt.chunks_exact(head_dim)) {
+        let vr: &[f32; W] = vr[d0..d0 + W].try_into().unwrap();
+        for x in 0..W {
+            a0[x] = p0.mul_add(vr[x], a0[x]);
+        }
+        for x in 0..W {
+            a1[x] = p1.mul_add(vr[x], a1[x]);
+        }
+    }
+    o0[..W].copy_from_slice(&a0);
+    o1[..W].copy_from_slice(&a1);
+}
+
+/// [`score_row`] of two query rows (each row's operations its own, in the same order),
+/// the key tile's loads shared and eight FMA chains instead of four.
+#[inline(always)]
+fn score_rows2(kt: &[f32], q: [&[f32]; 2]) -> [[f32; 16]; 2] {
+    let (mut c0, mut c1) = ([[0f32; 16]; 4], [[0f32; 16]; 4]);
+    for ((kr, q0), q1) in kt
+        .chunks_exact(64)
+        .zip(q[0].chunks_exact(4))
+        .zip(q[1].chunks_exact(4))
+    {
+        for p in 0..4 {
+            let kr: &[f32; 16] = kr[16 * p..16 * p + 16].try_into().unwrap();
+            for k in 0..16 {
+                c0[p][k] = q0[p].mul_add(kr[k], c0[p][k]);
+            }
+            for k in 0..16 {
+                c1[p][k] = q1[p].mul_add(kr[k], c1[p][k]);
+            }
+        }
+    }
+    [finish_scores(&c0, kt, q[0]), finish_scores(&c1, kt, q[1])]
 }
 
 /// Scores of query row `q` against the 16 transposed keys of `kt`, each summed in four
@@ -192,19 +301,24 @@ fn score_row(kt: &[f32], q: &[f32]) -> [f32; 16] {
         for p in 0..4 {
             let kr: &[f32; 16] = kr[16 * p..16 * p + 16].try_into().unwrap();
             for k in 0..16 {
-                acc[p][k] += qd[p] * kr[k];
+                acc[p][k] = qd[p].mul_add(kr[k], acc[p][k]);
             }
         }
     }
+    finish_scores(&acc, kt, q)
+}
+
+/// A score row's four partial chains combined pairwise, then the `head_dim % 4` tail (no
+/// model has one; kept exact for any size).
+#[inline(always)]
+fn finish_scores(acc: &[[f32; 16]; 4], kt: &[f32], q: &[f32]) -> [f32; 16] {
     let mut out = [0f32; 16];
     for k in 0..16 {
         out[k] = (acc[0][k] + acc[1][k]) + (acc[2][k] + acc[3][k]);
     }
-    // head_dim % 4 tail (no model has one; kept exact for any size).
-    let done = q.len() / 4 * 4;
-    for d in done..q.len() {
+    for d in q.len() / 4 * 4..q.len() {
         for k in 0..16 {
-            out[k] += q[d] * kt[d * 16 + k];
+            out[k] = q[d].mul_add(kt[d * 16 + k], out[k]);
         }
     }
     out

@@ -130,6 +130,38 @@ pub fn gemm_tokens(
     }
 }
 
+/// `out[i] = silu(gate[i]) · up[i]` with the arithmetic of [`gemm_swiglu`]'s epilogue on
+/// level `isa`, element by element: a stacked or split gate/up product followed by this
+/// gives the fused SwiGLU product's bits (x86's fused epilogue has its own `exp`, not the
+/// one of `ops::activation::swiglu_with`; on aarch64 and the scalar level the two agree).
+/// A layer prepared for a LoRA adapter (stacked gate/up) thus computes, without an active
+/// adapter, exactly what the fused matrix computes.
+pub fn swiglu_rows(isa: Isa, gate: &[f32], up: &[f32], out: &mut [f32]) {
+    assert!(
+        gate.len() == up.len() && up.len() == out.len(),
+        "swiglu_rows: lengths {} {} {}",
+        gate.len(),
+        up.len(),
+        out.len()
+    );
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::AvxVnni | Isa::Avx512Vnni => {
+            let t = token(isa, crate::arch::x86::Simd::detect(isa));
+            crate::arch::x86::silu_mul_rows(t, gate, up, out)
+        }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon | Isa::Dotprod | Isa::I8mm => {
+            crate::ops::activation::swiglu_with(isa, gate, up, out)
+        }
+        _ => {
+            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                *o = scalar::swiglu(g, u);
+            }
+        }
+    }
+}
+
 /// The kernels' token for `isa`, or a panic when this CPU lacks the level.
 #[allow(dead_code)] // on architectures without SIMD kernels
 fn token<T>(isa: Isa, t: Option<T>) -> T {

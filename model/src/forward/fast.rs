@@ -324,7 +324,11 @@ impl LayerOps for FastOps {
 
 fn gate(isa: Isa, act: FfnAct, g: &[f32], u: &[f32], h: &mut [f32]) {
     match act {
-        FfnAct::Silu => activation::swiglu_with(isa, g, u, h),
+        // The fused SwiGLU kernel's own `silu·mul` (`matmul::swiglu_rows`): a layer whose
+        // gate/up was stacked for a LoRA adapter gives, for rows without an active adapter,
+        // the bits of the fused matrix (`pocket serve --lora A` answering a request without
+        // adapters as `pocket run` without `--lora` does).
+        FfnAct::Silu => pocket_kernels::matmul::swiglu_rows(isa, g, u, h),
         FfnAct::GeluTanh => {
             activation::gelu_with(isa, g, h);
             h.iter_mut().zip(u).for_each(|(h, &u)| *h *= u);

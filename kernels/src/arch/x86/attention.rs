@@ -1,7 +1,7 @@
 //! The tiled attention body ([`crate::attention`]) compiled for AVX2 (8-wide) and for
-//! AVX-512 (16-wide, 32 registers): its loops vectorize; the arithmetic is plain f32 (no
-//! contraction into FMAs, no reassociation), so either build equals the body without target
-//! features bit for bit.
+//! AVX-512 (16-wide, 32 registers): its loops vectorize; the arithmetic is explicit f32
+//! fused multiply-adds in a fixed order (no reassociation), so either build equals the body
+//! without target features bit for bit.
 
 use crate::attention::tiled::{keys_by_row, values_by_row};
 use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock, Tile};
@@ -33,7 +33,7 @@ pub fn attend_checked<R: KvRows>(
 /// `unsafe fn $name`: [`attend_body`] compiled with the target features `$features` (the
 /// two levels' roots differ in nothing else).
 macro_rules! attend_root {
-    ($(#[$doc:meta])* $name:ident, $features:literal) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $pairs:literal) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         unsafe fn $name<R: KvRows>(
@@ -44,7 +44,7 @@ macro_rules! attend_root {
             isa: Isa,
         ) {
             // The roots have AVX and F16C (their target features).
-            attend_body(kv, a, out, s, isa, F16cFill(()))
+            attend_body(kv, a, out, s, isa, F16cFill::<$pairs>(()))
         }
     };
 }
@@ -54,24 +54,31 @@ attend_root!(
     /// The CPU supports AVX2, FMA and F16C. (Memory is reached through slices: shapes as
     /// `crate::attention::attend`, violations panic on bounds.)
     attend,
-    "avx2,fma,f16c"
+    "avx2,fma,f16c",
+    false
 );
 
 attend_root!(
     /// # Safety
     /// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (Memory as [`attend`].)
     attend_avx512,
-    "avx2,fma,f16c,avx512f,avx512bw,avx512vl"
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl",
+    true
 );
 
 /// Fills the tiles with F16C: 8 keys x 8 elements converted and transposed in registers
 /// (the row-at-a-time fill converts a row per call and stores every element alone). Made
 /// only inside the roots above (the private field), so the CPU has AVX and F16C wherever
 /// one exists; its methods are inlined into those roots.
+///
+/// `PAIRS`: [`FillTiles::PAIR_ROWS`] (the AVX-512 root: its 32 registers hold two rows'
+/// accumulators; with AVX2's 16 they spill, attention_cpu prefill32 20 % slower).
 #[derive(Clone, Copy)]
-struct F16cFill(());
+struct F16cFill<const PAIRS: bool>(());
 
-impl FillTiles for F16cFill {
+impl<const PAIRS: bool> FillTiles for F16cFill<PAIRS> {
+    const PAIR_ROWS: bool = PAIRS;
+
     #[inline(always)]
     fn keys(self, kv: &F16Rows, t: Tile, kt: &mut [f32], row: &mut Vec<f32>) {
         let (hd, Tile { pos, kn, off }) = (kt.len() / 16, t);

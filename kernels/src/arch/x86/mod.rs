@@ -442,6 +442,42 @@ pub(crate) unsafe fn tile<const N: usize>(
     }
 }
 
+/// `out[i] = silu(g[i]) · u[i]` with [`silu_mul`], 8 at a time (the tail through padded
+/// copies): the fused gate/up kernels' epilogue, element-wise, so a stacked or split
+/// gate/up followed by this gives the bits of the fused SwiGLU product.
+///
+/// Panics unless `g`, `u` and `out` have the same length.
+pub fn silu_mul_rows(_: Simd, g: &[f32], u: &[f32], out: &mut [f32]) {
+    assert!(
+        u.len() == g.len() && out.len() == g.len(),
+        "silu_mul_rows: lengths"
+    );
+    // SAFETY: the token proves AVX2 + FMA + F16C; lengths checked.
+    unsafe { silu_mul_rows_body(g, u, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn silu_mul_rows_body(g: &[f32], u: &[f32], out: &mut [f32]) {
+    let n = g.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        let v = silu_mul(
+            _mm256_loadu_ps(g.as_ptr().add(i)),
+            _mm256_loadu_ps(u.as_ptr().add(i)),
+        );
+        _mm256_storeu_ps(out.as_mut_ptr().add(i), v);
+        i += 8;
+    }
+    if i < n {
+        let (mut a, mut b, mut c) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+        a[..n - i].copy_from_slice(&g[i..]);
+        b[..n - i].copy_from_slice(&u[i..]);
+        let v = silu_mul(_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
+        _mm256_storeu_ps(c.as_mut_ptr(), v);
+        out[i..].copy_from_slice(&c[..n - i]);
+    }
+}
+
 /// `silu(g) * u = g / (1 + exp(-g)) * u`, exp by range reduction to `2^n · e^r`,
 /// `|r| <= ln2/2`, and a degree-6 polynomial (Cephes `expf`; ~1 ulp), with `|g|` clamped to 88 inside exp.
 ///
