@@ -157,15 +157,11 @@ pub fn rows_with(isa: Isa, a: &A8, rows: std::ops::Range<usize>, x: &[f32], mid:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::lowrank_test::{bits, config, f32s, span};
     use proptest::prelude::*;
 
-    fn f32s(n: usize, m: f32) -> impl Strategy<Value = Vec<f32>> {
-        prop::collection::vec(-m..m, n)
-    }
-
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None,
-            ..ProptestConfig::default() })]
+        #![proptest_config(config())]
 
         /// Every level equals the reference bit for bit on random shapes (widths with and
         /// without a short last block), any run of rows; the reference is the dequantized
@@ -184,8 +180,8 @@ mod tests {
                 let d = a8.d[k / n_in * nb + k % n_in / BLOCK];
                 prop_assert!((w - v).abs() <= d * 0.5001 + 1e-12);
             }
-            let (u, v) = ((cut.0 * rank as f64) as usize, (cut.1 * rank as f64) as usize);
-            let rows = u.min(v)..u.max(v) + 1;
+            let (u, v) = span(cut, rank);
+            let rows = u..v + 1;
             let want: Vec<f32> = rows.clone().map(|r| row_ref(&a8, r, &x)).collect();
             for (j, w) in want.iter().enumerate() {
                 let r = rows.start + j;
@@ -195,7 +191,6 @@ mod tests {
             for isa in Isa::available() {
                 let mut got = vec![0f32; rows.len()];
                 rows_with(isa, &a8, rows.clone(), &x, &mut got);
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 prop_assert_eq!(bits(&got), bits(&want), "{}", isa);
             }
         }
