@@ -158,32 +158,17 @@ unsafe fn block_avx512<const V: usize>(
 
 /// Requests the codes and scales of columns `cols` into the cache (a hint: no memory is
 /// read, nothing past the buffers is touched).
-pub fn prefetch(_: Simd, bt: &Bt8, cols: std::ops::Range<usize>) {
+pub fn prefetch(t: Simd, bt: &Bt8, cols: std::ops::Range<usize>) {
     if cols.is_empty() {
         return;
     }
     let pw = PANEL * bt.rank;
     let (p0, p1) = (cols.start / PANEL, cols.end.div_ceil(PANEL));
-    let lines = |base: *const u8, start: usize, end: usize| {
-        let mut i = start;
-        while i < end {
-            // SAFETY: the token proves SSE; `i` is inside the buffer; a prefetch reads
-            // nothing. Into L2 (T1), not L1: the base rows computed meanwhile stream
-            // through L1 (T0 measured no better, and its burst of ~100 lines a block
-            // showed as ~1 % of the samples in the prefetch loop itself).
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(base.add(i) as *const i8) };
-            i += 64;
-        }
-    };
-    lines(
-        bt.q.as_ptr() as *const u8,
-        p0 * pw,
-        (p1 * pw).min(bt.q.len()),
-    );
-    let dl = bt.d.len() * 4;
-    lines(
-        bt.d.as_ptr() as *const u8,
-        p0 * PANEL * 4,
-        (p1 * PANEL * 4).min(dl),
-    );
+    // Into L2 (T1), not L1: the base rows computed meanwhile stream through L1 (T0
+    // measured no better, and its burst of ~100 lines a block showed as ~1 % of the
+    // samples in the prefetch loop itself).
+    let q: &[u8] = bytemuck::cast_slice(&bt.q);
+    super::prefetch_l2(t, q, p0 * pw..(p1 * pw).min(q.len()));
+    let d: &[u8] = bytemuck::cast_slice(&bt.d);
+    super::prefetch_l2(t, d, p0 * PANEL * 4..(p1 * PANEL * 4).min(d.len()));
 }
