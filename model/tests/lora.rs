@@ -11,11 +11,10 @@ use pocket_model::gguf::{Gguf, GgufWriter, MetaValue};
 use pocket_model::lora::load::Base;
 use pocket_model::lora::synth::{write_adapter, AdapterSpec};
 use pocket_model::lora::{self, LoraAdapter, LoraError, LoraSet, Proj};
-use pocket_model::perplexity::perplexity_with;
 use pocket_model::{Batch, Model, Numerics, Session, SessionOptions};
 
 mod common;
-use common::{fixture, load_with_numerics};
+use common::{fixture, load_with_numerics, ShortPpl};
 
 fn smollm2() -> std::path::PathBuf {
     fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -415,31 +414,19 @@ fn batched_sequences_apply_their_own_adapters() {
 /// SmolLM2's perplexity (`-c 128`, 3 chunks) without the adapter `spec`, with it at run
 /// time, and merged into the weights: the adapter moves it, and merged agrees with run time.
 fn check_merge_agrees(spec: &AdapterSpec, tag: &str) {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/ppl_text.txt"),
-    )
-    .unwrap();
-    let o = SessionOptions {
-        n_ctx: 128,
-        n_threads: 2,
-        ..Default::default()
-    };
+    let ppl = ShortPpl::new();
     let dir = std::env::temp_dir().join(format!("pocket-lora-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("a.gguf");
     let base = load_with_numerics(&smollm2(), Numerics::Fast);
     std::fs::write(&file, adapter_bytes(&base, spec)).unwrap();
-    let ppl_base = perplexity_with(&base, &text, o, Some(3), |_, _| {})
-        .unwrap()
-        .ppl;
+    let ppl_base = ppl.of(&base);
     drop(base);
     let ppl_of = |merge: bool| {
         let mut m = load_with_numerics(&smollm2(), Numerics::Fast);
         lora::attach(&mut m, &[(file.clone(), 1.0)], merge).unwrap();
         assert_eq!(m.lora_default.is_empty(), merge);
-        perplexity_with(&m, &text, o, Some(3), |_, _| {})
-            .unwrap()
-            .ppl
+        ppl.of(&m)
     };
     let (run_time, merged) = (ppl_of(false), ppl_of(true));
     std::fs::remove_dir_all(&dir).ok();

@@ -10,11 +10,10 @@ use pocket_model::gguf::Gguf;
 use pocket_model::lora::load::Base;
 use pocket_model::lora::synth::{write_adapter, AdapterSpec};
 use pocket_model::lora::{self, LoraAdapter, LoraSet};
-use pocket_model::perplexity::perplexity_with;
 use pocket_model::{Batch, Model, Numerics, Session, SessionOptions};
 
 mod common;
-use common::{fixture, load_with_numerics};
+use common::{fixture, load_with_numerics, ShortPpl};
 
 fn smollm2() -> Model {
     load_with_numerics(
@@ -167,15 +166,7 @@ fn two_sequences_with_different_adapters_in_a_two_token_step() {
 /// `llama-perplexity --lora` (0.5 %, the whole file) is `tests/lora_cli.rs`'s.
 #[test]
 fn int8_storage_costs_little_perplexity() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/ppl_text.txt"),
-    )
-    .unwrap();
-    let o = SessionOptions {
-        n_ctx: 128,
-        n_threads: 2,
-        ..Default::default()
-    };
+    let short = ShortPpl::new();
     for (tag, spec) in [
         ("rank-8", AdapterSpec::default()),
         (
@@ -188,16 +179,12 @@ fn int8_storage_costs_little_perplexity() {
         ),
     ] {
         let mut m = smollm2();
-        let base = perplexity_with(&m, &text, o, Some(3), |_, _| {})
-            .unwrap()
-            .ppl;
+        let base = short.of(&m);
         let a = adapter(&mut m, &spec);
         let (h, q) = (a.to_bf16(), a.to_int8());
         let mut ppl = |form: LoraAdapter| {
             m.lora_default = LoraSet::new(vec![(Arc::new(form), 1.0)]);
-            perplexity_with(&m, &text, o, Some(3), |_, _| {})
-                .unwrap()
-                .ppl
+            short.of(&m)
         };
         let (f, h, q) = (ppl(a), ppl(h), ppl(q));
         let rel = |x: f64, y: f64| (x - y).abs() / y * 100.0;

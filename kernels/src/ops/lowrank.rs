@@ -160,15 +160,12 @@ fn check(n: usize, nx: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::lowrank_test::{bits, config, f32s, span};
     use proptest::prelude::*;
 
     /// bf16 bits of values in -2..2 (the top half of an f32).
     fn bf16s(n: usize) -> impl Strategy<Value = Vec<u16>> {
         prop::collection::vec((-2f32..2.0).prop_map(|v| (v.to_bits() >> 16) as u16), n)
-    }
-
-    fn f32s(n: usize) -> impl Strategy<Value = Vec<f32>> {
-        prop::collection::vec(-3f32..3.0, n)
     }
 
     /// The same sums in f64 (independent of the references' order).
@@ -180,12 +177,11 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None,
-            ..ProptestConfig::default() })]
+        #![proptest_config(config())]
 
         #[test]
         fn dot_is_the_reference_bit_for_bit(
-            (a, x) in (0usize..300).prop_flat_map(|n| (bf16s(n), f32s(n))),
+            (a, x) in (0usize..300).prop_flat_map(|n| (bf16s(n), f32s(n, 3.0))),
         ) {
             let want = dot_bf16_ref(&a, &x);
             let exact = dot_f64(&a, &x);
@@ -198,7 +194,7 @@ mod tests {
         #[test]
         fn bt_product_is_the_reference_bit_for_bit(
             (rank, n_out, b, mid, out) in (1usize..20, 1usize..150).prop_flat_map(|(r, n)| {
-                (Just(r), Just(n), bf16s(r * n), f32s(r), f32s(n))
+                (Just(r), Just(n), bf16s(r * n), f32s(r, 3.0), f32s(n, 3.0))
             }),
             cut in (0f64..1.0, 0f64..1.0),
             scale in -2f32..2.0,
@@ -206,8 +202,7 @@ mod tests {
             // `B` row-major (`n_out × rank`), packed; columns c0..c1 of the product, as one
             // thread's share would take them.
             let bt = pack_bt(&b, n_out, rank);
-            let (u, v) = ((cut.0 * n_out as f64) as usize, (cut.1 * n_out as f64) as usize);
-            let (c0, c1) = (u.min(v), u.max(v));
+            let (c0, c1) = span(cut, n_out);
             let mut want = out[c0..c1].to_vec();
             let product = BtProduct { bt: &bt, n_out, c0, mid: &mid, scale };
             add_bt_product_ref(&product, &mut want);
@@ -222,7 +217,6 @@ mod tests {
             for isa in Isa::available() {
                 let mut got = out[c0..c1].to_vec();
                 add_bt_product_with(isa, &product, &mut got);
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 prop_assert_eq!(bits(&got), bits(&want), "{}", isa);
             }
         }

@@ -154,18 +154,36 @@ pub fn rows_with(isa: Isa, a: &A8, rows: std::ops::Range<usize>, x: &[f32], mid:
     }
 }
 
+/// Asks the cache (L2) for the share `part` of `of` of `A`'s codes and of its scales (of
+/// each, the bytes from `len·part.start/of` to `len·part.end/of`; a hint, nothing on the
+/// scalar level or on aarch64): the row blocks of a decode product call it for the next
+/// product's `A`, each for its share of the rows, so that product's `A x`, the first thing
+/// its job does, reads L2 instead of waiting on DRAM.
+pub fn prefetch_part_with(isa: Isa, a: &A8, part: std::ops::Range<usize>, of: usize) {
+    match path(isa) {
+        Path::Scalar => {}
+        #[cfg(target_arch = "x86_64")]
+        Path::Simd(t) => {
+            let of = of.max(1);
+            let part = |len: usize| len * part.start / of..len * part.end / of;
+            crate::arch::x86::prefetch_l2(t, bytemuck::cast_slice(&a.q), part(a.q.len()));
+            crate::arch::x86::prefetch_l2(t, bytemuck::cast_slice(&a.d), part(4 * a.d.len()));
+        }
+        #[cfg(target_arch = "aarch64")]
+        Path::Simd(_) => {
+            let _ = (a, part, of);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::lowrank_test::{bits, config, f32s, span};
     use proptest::prelude::*;
 
-    fn f32s(n: usize, m: f32) -> impl Strategy<Value = Vec<f32>> {
-        prop::collection::vec(-m..m, n)
-    }
-
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None,
-            ..ProptestConfig::default() })]
+        #![proptest_config(config())]
 
         /// Every level equals the reference bit for bit on random shapes (widths with and
         /// without a short last block), any run of rows; the reference is the dequantized
@@ -184,8 +202,8 @@ mod tests {
                 let d = a8.d[k / n_in * nb + k % n_in / BLOCK];
                 prop_assert!((w - v).abs() <= d * 0.5001 + 1e-12);
             }
-            let (u, v) = ((cut.0 * rank as f64) as usize, (cut.1 * rank as f64) as usize);
-            let rows = u.min(v)..u.max(v) + 1;
+            let (u, v) = span(cut, rank);
+            let rows = u..v + 1;
             let want: Vec<f32> = rows.clone().map(|r| row_ref(&a8, r, &x)).collect();
             for (j, w) in want.iter().enumerate() {
                 let r = rows.start + j;
@@ -195,7 +213,7 @@ mod tests {
             for isa in Isa::available() {
                 let mut got = vec![0f32; rows.len()];
                 rows_with(isa, &a8, rows.clone(), &x, &mut got);
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                prefetch_part_with(isa, &a8, rows.clone(), rank);
                 prop_assert_eq!(bits(&got), bits(&want), "{}", isa);
             }
         }

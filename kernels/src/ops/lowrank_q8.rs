@@ -147,15 +147,11 @@ pub fn prefetch_with(isa: Isa, bt: &Bt8, cols: std::ops::Range<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::lowrank_test::{bits, config, f32s, span};
     use proptest::prelude::*;
 
-    fn f32s(n: usize, m: f32) -> impl Strategy<Value = Vec<f32>> {
-        prop::collection::vec(-m..m, n)
-    }
-
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None,
-            ..ProptestConfig::default() })]
+        #![proptest_config(config())]
 
         /// Every level equals the reference bit for bit on random shapes, any run of
         /// columns (heads and tails off the panel boundaries); the reference is the
@@ -175,8 +171,7 @@ mod tests {
                     prop_assert!((deq[o * rank + r] - v).abs() <= bt.d[o] * 0.5001 + 1e-9);
                 }
             }
-            let (u, v) = ((cut.0 * n_out as f64) as usize, (cut.1 * n_out as f64) as usize);
-            let (c0, c1) = (u.min(v), u.max(v));
+            let (c0, c1) = span(cut, n_out);
             let mut want = out[c0..c1].to_vec();
             add_product_ref(&bt, c0, &mid, scale, &mut want);
             for (j, w) in want.iter().enumerate() {
@@ -188,7 +183,6 @@ mod tests {
             for isa in Isa::available() {
                 let mut got = out[c0..c1].to_vec();
                 add_product_with(isa, &bt, c0, &mid, scale, &mut got);
-                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 prop_assert_eq!(bits(&got), bits(&want), "{}", isa);
                 prefetch_with(isa, &bt, c0..c1);
             }

@@ -20,6 +20,8 @@ pub mod convert;
 pub mod lowrank;
 pub mod lowrank_a8;
 pub mod lowrank_q8;
+#[cfg(test)]
+mod lowrank_test;
 pub mod norm;
 pub mod rope;
 pub mod softmax;

@@ -76,6 +76,9 @@ pub struct Fused<'a> {
     /// written.
     segs: Vec<Seg<'a>>,
     mids: Vec<AtomicU32>,
+    /// Few tokens: the first token's adapters of the product that comes next
+    /// ([`Proj::next_product`]), whose `A` the row blocks prefetch, each its share.
+    after: Vec<&'a LoraPair>,
     /// The next unclaimed row of `mids` ([`Self::claim_rows`]).
     next: AtomicUsize,
     done: AtomicUsize,
@@ -119,8 +122,19 @@ impl<'a> Fused<'a> {
                 }
             }
         }
+        let after = match (runs.set_of(0), parts.last()) {
+            (Some(set), Some(last)) if seg_tokens > 0 => {
+                let (dl, projs) = last.proj.next_product();
+                projs
+                    .iter()
+                    .flat_map(|&p| set.pairs(l + dl, p).map(|(pair, _)| pair))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
         Some(Fused {
             isa,
+            after,
             l,
             runs,
             parts,
@@ -202,6 +216,9 @@ impl ItemTail for Fused<'_> {
                 seg.pair
                     .prefetch_b(self.isa, lo - part.offset..hi - part.offset);
             }
+        }
+        for pair in &self.after {
+            pair.prefetch_a_part(self.isa, rows.clone(), self.row_len);
         }
     }
 

@@ -43,6 +43,21 @@ pub enum Proj {
 }
 
 impl Proj {
+    /// The product a layer computes after the one whose last part is `self` (a fused Q/K/V
+    /// ends with V, a stacked gate/up with up), as (layer offset, its parts): what a decode
+    /// product prefetches the adapters of.
+    pub fn next_product(self) -> (usize, &'static [Proj]) {
+        match self {
+            Proj::Q => (0, &[Proj::K]),
+            Proj::K => (0, &[Proj::V]),
+            Proj::V => (0, &[Proj::Out]),
+            Proj::Out => (0, &[Proj::Gate, Proj::Up]),
+            Proj::Gate => (0, &[Proj::Up]),
+            Proj::Up => (0, &[Proj::Down]),
+            Proj::Down => (1, &[Proj::Q, Proj::K, Proj::V]),
+        }
+    }
+
     pub const ALL: [Proj; 7] = [
         Proj::Q,
         Proj::K,
@@ -152,6 +167,14 @@ impl LoraPair {
             pocket_kernels::ops::lowrank_q8::prefetch_with(isa, &q.bt, cols);
         } else if let Some(LoraMat::Bf16(bt)) = &self.bt {
             lowrank::prefetch_bt_with(isa, bt, self.rank, cols);
+        }
+    }
+
+    /// Requests share `part` of `of` of `A` into the cache (int8 form; a hint, see
+    /// `lowrank_a8::prefetch_part_with`).
+    pub fn prefetch_a_part(&self, isa: Isa, part: std::ops::Range<usize>, of: usize) {
+        if let Some(q) = &self.q8 {
+            pocket_kernels::ops::lowrank_a8::prefetch_part_with(isa, &q.a, part, of);
         }
     }
 
@@ -279,25 +302,12 @@ impl LoraAdapter {
             .sum()
     }
 
-    /// The fast path's default form: each pair in int8 ([`PairQ8`]).
-    pub fn to_int8(&self) -> LoraAdapter {
+    /// The same adapter with every pair converted by `f` (the forms below).
+    fn map_pairs(&self, f: impl Fn(LoraPair) -> LoraPair) -> LoraAdapter {
         let layers = self
             .layers
             .iter()
-            .map(|ps| {
-                ps.clone().map(|p| {
-                    p.map(|p| {
-                        let (a, b) = (p.a.to_f32(), p.b_rows());
-                        LoraPair {
-                            a: LoraMat::F32(Vec::new()),
-                            b: LoraMat::F32(Vec::new()),
-                            bt: None,
-                            q8: Some(PairQ8::new(&a, &b, p.rank, p.n_in, p.n_out)),
-                            ..p
-                        }
-                    })
-                })
-            })
+            .map(|ps| ps.clone().map(|p| p.map(&f)))
             .collect();
         LoraAdapter {
             name: self.name.clone(),
@@ -306,34 +316,35 @@ impl LoraAdapter {
         }
     }
 
+    /// The fast path's default form: each pair in int8 ([`PairQ8`]).
+    pub fn to_int8(&self) -> LoraAdapter {
+        self.map_pairs(|p| {
+            let (a, b) = (p.a.to_f32(), p.b_rows());
+            LoraPair {
+                a: LoraMat::F32(Vec::new()),
+                b: LoraMat::F32(Vec::new()),
+                bt: None,
+                q8: Some(PairQ8::new(&a, &b, p.rank, p.n_in, p.n_out)),
+                ..p
+            }
+        })
+    }
+
     /// The same adapter with bf16 elements (see [`LoraMat`]).
     pub fn to_bf16(&self) -> LoraAdapter {
-        let layers = self
-            .layers
-            .iter()
-            .map(|ps| {
-                ps.clone().map(|p| {
-                    p.map(|p| {
-                        let LoraMat::Bf16(b) = LoraMat::F32(p.b_rows()).to_bf16() else {
-                            unreachable!("to_bf16 gives bf16")
-                        };
-                        let bt = LoraMat::Bf16(lowrank::pack_bt(&b, p.n_out, p.rank));
-                        LoraPair {
-                            a: p.a.to_bf16(),
-                            b: LoraMat::Bf16(Vec::new()),
-                            bt: Some(bt),
-                            q8: None,
-                            ..p
-                        }
-                    })
-                })
-            })
-            .collect();
-        LoraAdapter {
-            name: self.name.clone(),
-            alpha: self.alpha,
-            layers,
-        }
+        self.map_pairs(|p| {
+            let LoraMat::Bf16(b) = LoraMat::F32(p.b_rows()).to_bf16() else {
+                unreachable!("to_bf16 gives bf16")
+            };
+            let bt = LoraMat::Bf16(lowrank::pack_bt(&b, p.n_out, p.rank));
+            LoraPair {
+                a: p.a.to_bf16(),
+                b: LoraMat::Bf16(Vec::new()),
+                bt: Some(bt),
+                q8: None,
+                ..p
+            }
+        })
     }
 }
 

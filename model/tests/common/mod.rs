@@ -59,3 +59,30 @@ pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// The short perplexity run the LoRA tests compare forms with: `tests/data/ppl_text.txt`,
+/// `-c 128`, 2 threads, the first 3 chunks.
+pub struct ShortPpl {
+    text: String,
+}
+
+impl ShortPpl {
+    pub fn new() -> ShortPpl {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/ppl_text.txt");
+        ShortPpl {
+            text: std::fs::read_to_string(path).unwrap(),
+        }
+    }
+
+    /// `model`'s perplexity on the text (its default adapters applied).
+    pub fn of(&self, model: &Model) -> f64 {
+        let o = pocket_model::SessionOptions {
+            n_ctx: 128,
+            n_threads: 2,
+            ..Default::default()
+        };
+        pocket_model::perplexity::perplexity_with(model, &self.text, o, Some(3), |_, _| {})
+            .unwrap()
+            .ppl
+    }
+}

@@ -22,6 +22,34 @@ pub fn rows(_: Simd, isa: Isa, a: &A8, rows: std::ops::Range<usize>, x: &[f32], 
     );
     let whole = n_in / BLOCK;
     let wide = isa == Isa::Avx512Vnni && isa.is_available();
+    let sum = |acc: &[f32; 16], r: usize| {
+        let mut s = 0f32;
+        for v in acc {
+            s += v;
+        }
+        s + tail(a, r, x)
+    };
+    let (mut rows, mut mid) = (rows, mid);
+    if wide {
+        // Four rows at a time on AVX-512: four independent sums (one row's is a chain of
+        // dependent adds, a block each), the same arithmetic per row.
+        while rows.len() >= 4 {
+            let r = rows.start;
+            let mut acc = [[0f32; 16]; 4];
+            // SAFETY: the AVX-512 level (checked above); rows r .. r + 4 <= rank hold
+            // `n_in` codes each from `r·n_in` and `nb` scales each from `r·nb`, of which
+            // the body reads the `whole` full blocks; `x` holds `n_in >= 32·whole` values.
+            unsafe {
+                let (q, d) = (a.q.as_ptr().add(r * n_in), a.d.as_ptr().add(r * nb));
+                rows4_avx512(q, d, (n_in, nb), x.as_ptr(), whole, &mut acc);
+            }
+            for (i, acc) in acc.iter().enumerate() {
+                mid[i] = sum(acc, r + i);
+            }
+            rows.start += 4;
+            mid = &mut std::mem::take(&mut mid)[4..];
+        }
+    }
     for (r, m) in rows.zip(mid.iter_mut()) {
         let mut acc = [0f32; 16];
         // SAFETY: the token proves AVX2 (`wide`: the AVX-512 level, checked above); row
@@ -35,11 +63,7 @@ pub fn rows(_: Simd, isa: Isa, a: &A8, rows: std::ops::Range<usize>, x: &[f32], 
                 row_avx2(q, d, x.as_ptr(), whole, &mut acc);
             }
         }
-        let mut s = 0f32;
-        for v in acc {
-            s += v;
-        }
-        *m = s + tail(a, r, x);
+        *m = sum(&acc, r);
     }
 }
 
@@ -119,4 +143,41 @@ unsafe fn row_avx512(
         s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(*d.add(b)), t));
     }
     _mm512_storeu_ps(acc.as_mut_ptr(), s);
+}
+
+/// [`row_avx512`] for four consecutive rows, interleaved (four independent sums): row `i`'s
+/// codes at `q + i·stride.0`, its scales at `d + i·stride.1`.
+///
+/// # Safety
+/// AVX2, FMA, F16C and AVX-512 F available; each of the four rows readable as in
+/// [`row_avx2`].
+#[target_feature(enable = "avx2,fma,f16c,avx512f")]
+unsafe fn rows4_avx512(
+    q: *const i8,
+    d: *const f32,
+    stride: (usize, usize),
+    x: *const f32,
+    blocks: usize,
+    acc: &mut [[f32; 16]; 4],
+) {
+    let mut s = [_mm512_setzero_ps(); 4];
+    for b in 0..blocks {
+        let xb = x.add(b * BLOCK);
+        let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
+        for (i, s) in s.iter_mut().enumerate() {
+            let qb = q.add(i * stride.0 + b * BLOCK);
+            if b % 2 == 0 {
+                super::prefetch_ahead(qb as *const u8, 1);
+            }
+            let t = _mm512_add_ps(
+                _mm512_mul_ps(code16(qb), x0),
+                _mm512_mul_ps(code16(qb.add(16)), x1),
+            );
+            let dv = _mm512_set1_ps(*d.add(i * stride.1 + b));
+            *s = _mm512_add_ps(*s, _mm512_mul_ps(dv, t));
+        }
+    }
+    for (acc, s) in acc.iter_mut().zip(s) {
+        _mm512_storeu_ps(acc.as_mut_ptr(), s);
+    }
 }

@@ -33,7 +33,7 @@ pub fn add_product(
     let half = |j: usize, out: &mut [f32]| unsafe {
         let c = c0 + j;
         let q = bt.q.as_ptr().add(c / PANEL * pw + c % PANEL);
-        half_avx2(q, bt.d.as_ptr().add(c), mid, scale, out.as_mut_ptr().add(j));
+        block_avx2::<1, 1>(q, bt.d.as_ptr().add(c), mid, scale, out.as_mut_ptr().add(j));
     };
     let mut j = 0;
     // Columns before the first panel boundary (8 at a time from a half panel's start, the
@@ -61,7 +61,7 @@ pub fn add_product(
             if wide {
                 block_avx512::<4>(q(j), d(j), mid, scale, o);
             } else {
-                block_avx2::<4>(q(j), d(j), mid, scale, o);
+                block_avx2::<4, 2>(q(j), d(j), mid, scale, o);
             }
             j += 4 * PANEL;
         }
@@ -70,7 +70,7 @@ pub fn add_product(
             if wide {
                 block_avx512::<1>(q(j), d(j), mid, scale, o);
             } else {
-                block_avx2::<1>(q(j), d(j), mid, scale, o);
+                block_avx2::<1, 2>(q(j), d(j), mid, scale, o);
             }
             j += PANEL;
         }
@@ -85,36 +85,17 @@ pub fn add_product(
     }
 }
 
-/// Half a panel (8 columns) on AVX2: one `ymm` sum, the same per-column arithmetic.
-///
-/// # Safety
-/// AVX2, FMA and F16C available; `q` readable at `16·r` for 8 codes for every rank index
-/// `r` (the half's codes within its panel), `d` for 8 scales; `out` readable and writable
-/// for 8.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn half_avx2(q: *const i8, d: *const f32, mid: &[f32], scale: f32, out: *mut f32) {
-    let mut acc = _mm256_setzero_ps();
-    for (r, &m) in mid.iter().enumerate() {
-        let p = q.add(r * PANEL) as *const __m128i;
-        let b = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p)));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(m), b));
-    }
-    let t = _mm256_mul_ps(
-        _mm256_set1_ps(scale),
-        _mm256_mul_ps(_mm256_loadu_ps(d), acc),
-    );
-    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_loadu_ps(out), t));
-}
-
-/// `V` consecutive panels (`16·V` columns) on AVX2: two `ymm` sums per panel.
+/// `V` consecutive panels (`16·V` columns) on AVX2, `H` halves of each (2: whole panels;
+/// `V = H = 1`: the 8 columns of one half panel, `q` pointing at its codes): a `ymm` sum
+/// per half, the same per-column arithmetic either way.
 ///
 /// # Safety
 /// AVX2, FMA and F16C available; `q` readable for `V` panels of `mid.len()` rows of 16
-/// codes, `d` for `16·V` scales; `out` readable and writable for `16·V`.
+/// codes (for `H = 1`, 8 codes at `16·r` for every rank index `r`), `d` for `16·(V-1) +
+/// 8·H` scales; `out` readable and writable for as many.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn block_avx2<const V: usize>(
+unsafe fn block_avx2<const V: usize, const H: usize>(
     q: *const i8,
     d: *const f32,
     mid: &[f32],
@@ -122,7 +103,7 @@ unsafe fn block_avx2<const V: usize>(
     out: *mut f32,
 ) {
     let pw = PANEL * mid.len();
-    let mut acc = [[_mm256_setzero_ps(); 2]; V];
+    let mut acc = [[_mm256_setzero_ps(); H]; V];
     for (r, &m) in mid.iter().enumerate() {
         let mv = _mm256_set1_ps(m);
         for (v, acc) in acc.iter_mut().enumerate() {
@@ -177,32 +158,17 @@ unsafe fn block_avx512<const V: usize>(
 
 /// Requests the codes and scales of columns `cols` into the cache (a hint: no memory is
 /// read, nothing past the buffers is touched).
-pub fn prefetch(_: Simd, bt: &Bt8, cols: std::ops::Range<usize>) {
+pub fn prefetch(t: Simd, bt: &Bt8, cols: std::ops::Range<usize>) {
     if cols.is_empty() {
         return;
     }
     let pw = PANEL * bt.rank;
     let (p0, p1) = (cols.start / PANEL, cols.end.div_ceil(PANEL));
-    let lines = |base: *const u8, start: usize, end: usize| {
-        let mut i = start;
-        while i < end {
-            // SAFETY: the token proves SSE; `i` is inside the buffer; a prefetch reads
-            // nothing. Into L2 (T1), not L1: the base rows computed meanwhile stream
-            // through L1 (T0 measured no better, and its burst of ~100 lines a block
-            // showed as ~1 % of the samples in the prefetch loop itself).
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(base.add(i) as *const i8) };
-            i += 64;
-        }
-    };
-    lines(
-        bt.q.as_ptr() as *const u8,
-        p0 * pw,
-        (p1 * pw).min(bt.q.len()),
-    );
-    let dl = bt.d.len() * 4;
-    lines(
-        bt.d.as_ptr() as *const u8,
-        p0 * PANEL * 4,
-        (p1 * PANEL * 4).min(dl),
-    );
+    // Into L2 (T1), not L1: the base rows computed meanwhile stream through L1 (T0
+    // measured no better, and its burst of ~100 lines a block showed as ~1 % of the
+    // samples in the prefetch loop itself).
+    let q: &[u8] = bytemuck::cast_slice(&bt.q);
+    super::prefetch_l2(t, q, p0 * pw..(p1 * pw).min(q.len()));
+    let d: &[u8] = bytemuck::cast_slice(&bt.d);
+    super::prefetch_l2(t, d, p0 * PANEL * 4..(p1 * PANEL * 4).min(d.len()));
 }

@@ -205,6 +205,16 @@ pub(crate) unsafe fn prefetch_ahead(p: *const u8, lines: usize) {
     }
 }
 
+/// Requests the lines of `buf[range]` into L2 (`prefetcht1`; a hint: nothing is read).
+pub(crate) fn prefetch_l2(_: ops::Simd, buf: &[u8], range: std::ops::Range<usize>) {
+    let mut i = range.start - range.start % 64;
+    while i < range.end.min(buf.len()) {
+        // SAFETY: the token proves SSE; `i` is inside `buf`; a prefetch reads nothing.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(buf.as_ptr().add(i) as *const i8) };
+        i += 64;
+    }
+}
+
 /// Bytes per (token, 32-block) of an interleaved activation tile: 32 codes + `d`, `8·Σq`,
 /// `d·Σq`, the half-block sums, the Q5_0 lane offsets (4 bytes each).
 pub const IL_REC: usize = 52;
