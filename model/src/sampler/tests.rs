@@ -271,7 +271,7 @@ fn greedy_biased_fast_path_picks_what_the_chain_picks() {
     // Biases on the argmax, beside it, on id 0, repeated, outside the vocabulary; ties;
     // -inf on the best tokens (ignore_eos); NaN entries.
     let mut l = big_logits(5000, 3);
-    let top = argmax(&l) as u32;
+    let top = argmax(&l);
     l[17] = l[top as usize]; // a tie after the max (the first stays)
     l[4000] = f32::NAN;
     let biases: Vec<Vec<(u32, f32)>> = vec![
