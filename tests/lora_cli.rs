@@ -286,3 +286,55 @@ fn a_foreign_or_broken_adapter_is_a_clear_error() {
     assert!(text(&o).contains("FILE:SCALE"), "{}", text(&o));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `pocket bench --interleave --lora`: the base and the adapted model in one process, each
+/// with its own row (the adapted one named so), every repetition timed, and the adapter's
+/// cost printed; `--breakdown` with it is refused (its accounting would time both).
+#[test]
+fn bench_interleave_times_base_and_adapter_side_by_side() {
+    let model = common::smollm2();
+    let dir = tmp("interleave");
+    let a = dir.join("a.gguf");
+    synth_adapter(&model, &a, "3");
+    let (m, sa) = (model.to_str().unwrap(), a.to_str().unwrap());
+    let args = [
+        "bench",
+        "-m",
+        m,
+        "--lora",
+        sa,
+        "--interleave",
+        "-p",
+        "8",
+        "-n",
+        "4",
+    ];
+    let o = ok(
+        pocket(&[&args[..], &["-r", "3", "-t", "2", "-o", "json"]].concat()),
+        "bench",
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json rows");
+    let rows = rows.as_array().expect("an array of rows");
+    // pp8 (base, adapted), then tg4 (base, adapted).
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for (i, row) in rows.iter().enumerate() {
+        let ty = row["model_type"].as_str().unwrap();
+        assert_eq!(ty.ends_with(" + LoRA"), i % 2 == 1, "row {i}: {ty}");
+        assert_eq!(row["samples_ts"].as_array().unwrap().len(), 3, "row {i}");
+        assert!(row["avg_ts"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(rows[0]["n_prompt"], 8);
+    assert_eq!(rows[3]["n_gen"], 4);
+    let err = String::from_utf8_lossy(&o.stderr);
+    for test in ["pp8", "tg4"] {
+        assert!(err.contains(&format!("lora cost {test} t2: ")), "{err}");
+    }
+    let refused = pocket(&[&args[..], &["-r", "1", "--breakdown"]].concat());
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("--interleave"),
+        "{}",
+        text(&refused)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

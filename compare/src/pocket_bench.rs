@@ -302,127 +302,196 @@ pub fn measure(
     if reps == 0 {
         return Err(crate::Error::NoRepetitions);
     }
-    check_fits(m, test)?;
-    let (n_prompt, n_gen) = (test.n_prompt as usize, test.n_gen as usize);
-    let n_depth = test.n_depth as usize;
-    let n_vocab = m.model.config.n_vocab;
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15
-        ^ (n_depth as u64) << 40
-        ^ (n_prompt as u64) << 20
-        ^ n_gen as u64);
-    let mut session = Session::new(
-        &m.model,
-        SessionOptions {
-            n_ctx: (n_depth + n_prompt + n_gen + 1).max(16),
-            n_threads: threads.max(1) as usize,
-            pin: true,
-            placement: o.placement,
-            ..Default::default()
-        },
-    );
-    let first_gen = m
-        .model
-        .tokenizer
-        .bos()
-        .filter(|_| m.model.tokenizer.add_bos());
-    // With the breakdown on, each forward's logits also go through a timed argmax (the
-    // "sampling" row); the token fed next stays random.
-    let sample = |s: &mut Session| {
+    let mut run = TestRun::new(m, test, threads, o)?;
+    for _ in 0..reps {
+        run.rep()?;
+    }
+    Ok(run.finish(o))
+}
+
+/// [`measure`] on several models at once, their repetitions interleaved in one process
+/// (repetition 1 of each, then 2, …, the order reversed every other round), so that a
+/// machine whose speed drifts between seconds or between processes (a shared host) slows
+/// all of them alike and their ratio holds. Each model has its own session and pool; a
+/// pool at rest parks after its spin window (~1 ms), a small fraction of a repetition.
+pub fn measure_interleaved(
+    models: &[&Loaded],
+    test: Test,
+    threads: u32,
+    reps: u32,
+    o: &BenchOptions,
+) -> Result<Vec<Measured>> {
+    if reps == 0 {
+        return Err(crate::Error::NoRepetitions);
+    }
+    let mut runs = models
+        .iter()
+        .map(|m| TestRun::new(m, test, threads, o))
+        .collect::<Result<Vec<_>>>()?;
+    for r in 0..reps {
+        let n = runs.len();
+        for i in 0..n {
+            let k = if r % 2 == 0 { i } else { n - 1 - i };
+            runs[k].rep()?;
+        }
+    }
+    Ok(runs.into_iter().map(|r| r.finish(o)).collect())
+}
+
+/// One test on one model: a session warmed up and at the test's depth, timing
+/// repetitions ([`Self::rep`]) until [`Self::finish`] makes its row.
+struct TestRun<'m> {
+    m: &'m Loaded,
+    test: Test,
+    threads: u32,
+    session: Session<'m>,
+    rng: Rng,
+    /// The first token a generation feeds (BOS where the model adds it).
+    first_gen: Option<u32>,
+    samples_ns: Vec<u64>,
+}
+
+impl<'m> TestRun<'m> {
+    fn new(m: &'m Loaded, test: Test, threads: u32, o: &BenchOptions) -> Result<TestRun<'m>> {
+        check_fits(m, test)?;
+        let (n_prompt, n_gen) = (test.n_prompt as usize, test.n_gen as usize);
+        let n_depth = test.n_depth as usize;
+        let session = Session::new(
+            &m.model,
+            SessionOptions {
+                n_ctx: (n_depth + n_prompt + n_gen + 1).max(16),
+                n_threads: threads.max(1) as usize,
+                pin: true,
+                placement: o.placement,
+                ..Default::default()
+            },
+        );
+        let first_gen = m
+            .model
+            .tokenizer
+            .bos()
+            .filter(|_| m.model.tokenizer.add_bos());
+        let mut run = TestRun {
+            m,
+            test,
+            threads,
+            session,
+            rng: Rng(0x9E37_79B9_7F4A_7C15
+                ^ (n_depth as u64) << 40
+                ^ (n_prompt as u64) << 20
+                ^ n_gen as u64),
+            first_gen,
+            samples_ns: Vec::new(),
+        };
+        // Warm-up, as llama-bench: the prompt once, one generated token.
+        if n_prompt > 0 {
+            run.tokens(n_prompt, 0)?;
+        }
+        if n_gen > 0 {
+            run.session.clear();
+            run.tokens(0, 1)?;
+        }
+        // The depth, once, untimed: random tokens (the first one BOS where the model adds
+        // it, as llama-bench's prompts), in ubatch-sized pieces.
+        run.session.clear();
+        if n_depth > 0 {
+            let n_vocab = m.model.config.n_vocab;
+            let mut depth: Vec<u32> = (0..n_depth).map(|_| run.rng.below(n_vocab)).collect();
+            if let Some(bos) = first_gen {
+                depth[0] = bos;
+            }
+            for piece in depth.chunks(DEPTH_BATCH) {
+                run.session.prefill(piece)?;
+            }
+        }
+        // Accounting starts with the timed repetitions.
+        run.session.set_breakdown(o.breakdown);
+        Ok(run)
+    }
+
+    /// With the breakdown on, each forward's logits also go through a timed argmax (the
+    /// "sampling" row); the token fed next stays random.
+    fn sample(&mut self) {
         let t = Instant::now();
-        let logits = s.last_logits();
-        std::hint::black_box(argmax(logits));
+        std::hint::black_box(argmax(self.session.last_logits()));
         let ns = t.elapsed().as_nanos() as u64;
-        if let Some(b) = s.breakdown_mut() {
+        if let Some(b) = self.session.breakdown_mut() {
             b.add(Op::Sampling, ns);
         }
-    };
-    let run = |s: &mut Session, rng: &mut Rng, n_prompt: usize, n_gen: usize| -> Result<()> {
-        let profiled = s.breakdown().is_some();
+    }
+
+    /// A prompt of `n_prompt` random tokens, then `n_gen` decodes.
+    fn tokens(&mut self, n_prompt: usize, n_gen: usize) -> Result<()> {
+        let profiled = self.session.breakdown().is_some();
+        let n_vocab = self.m.model.config.n_vocab;
         if n_prompt > 0 {
-            let tokens: Vec<u32> = (0..n_prompt).map(|_| rng.below(n_vocab)).collect();
-            s.prefill(&tokens)?;
+            let tokens: Vec<u32> = (0..n_prompt).map(|_| self.rng.below(n_vocab)).collect();
+            self.session.prefill(&tokens)?;
             if profiled {
-                sample(s);
+                self.sample();
             }
         }
-        let mut tok = first_gen.unwrap_or_else(|| rng.below(n_vocab));
+        let mut tok = self.first_gen.unwrap_or_else(|| self.rng.below(n_vocab));
         for _ in 0..n_gen {
-            s.decode(tok)?;
+            self.session.decode(tok)?;
             if profiled {
-                sample(s);
+                self.sample();
             }
-            tok = rng.below(n_vocab);
+            tok = self.rng.below(n_vocab);
         }
         Ok(())
-    };
-    // Warm-up, as llama-bench: the prompt once, one generated token.
-    if n_prompt > 0 {
-        run(&mut session, &mut rng, n_prompt, 0)?;
     }
-    if n_gen > 0 {
-        session.clear();
-        run(&mut session, &mut rng, 0, 1)?;
-    }
-    // The depth, once, untimed: random tokens (the first one BOS where the model adds
-    // it, as llama-bench's prompts), in ubatch-sized pieces.
-    session.clear();
-    if n_depth > 0 {
-        let mut depth: Vec<u32> = (0..n_depth).map(|_| rng.below(n_vocab)).collect();
-        if let Some(bos) = first_gen {
-            depth[0] = bos;
-        }
-        for piece in depth.chunks(DEPTH_BATCH) {
-            session.prefill(piece)?;
-        }
-    }
-    // Accounting starts with the timed repetitions.
-    session.set_breakdown(o.breakdown);
-    let mut samples_ns = Vec::with_capacity(reps as usize);
-    for _ in 0..reps {
-        // Back to the depth's tokens (an empty cache at depth 0).
-        session.truncate(n_depth);
+
+    /// One timed repetition, from the depth's tokens (an empty cache at depth 0).
+    fn rep(&mut self) -> Result<()> {
+        self.session.truncate(self.test.n_depth as usize);
         let t = Instant::now();
-        run(&mut session, &mut rng, n_prompt, n_gen)?;
-        samples_ns.push(t.elapsed().as_nanos().max(1) as u64);
+        self.tokens(self.test.n_prompt as usize, self.test.n_gen as usize)?;
+        self.samples_ns.push(t.elapsed().as_nanos().max(1) as u64);
+        Ok(())
     }
-    let mut row = BenchRow::cpu_defaults();
-    row.build_commit = build_commit();
-    row.cpu_info = cpu_info();
-    row.model_filename = m.filename.clone();
-    row.model_type = m.info.model_type.clone();
-    row.model_size = m.info.model_size;
-    row.model_n_params = m.info.model_n_params;
-    row.n_threads = threads as i64;
-    row.cpu_mask = crate::placement::CpuMask::from(o.placement.cpu_mask).to_string();
-    row.cpu_strict = o.placement.strict;
-    row.poll = i64::from(o.placement.poll);
-    row.n_prompt = n_prompt as i64;
-    row.n_gen = n_gen as i64;
-    row.n_depth = n_depth as i64;
-    row.test_time = utc_now();
-    row.set_samples_ns(samples_ns);
-    row.extra.insert(
-        "load_ms".into(),
-        serde_json::json!((m.load_ms * 1e3).round() / 1e3),
-    );
-    row.extra
-        .insert("peak_rss_bytes".into(), serde_json::json!(self_peak_rss()));
-    if let Some(b) = session.breakdown() {
-        let total_ns: u64 = row.samples_ns.iter().sum();
-        let report = crate::breakdown::Report::new(
-            b,
-            total_ns,
-            o.bandwidth.as_ref().map(|bw| bw.for_threads(threads)),
-        );
+
+    fn finish(self, o: &BenchOptions) -> Measured {
+        let (m, test, threads) = (self.m, self.test, self.threads);
+        let mut row = BenchRow::cpu_defaults();
+        row.build_commit = build_commit();
+        row.cpu_info = cpu_info();
+        row.model_filename = m.filename.clone();
+        row.model_type = m.info.model_type.clone();
+        row.model_size = m.info.model_size;
+        row.model_n_params = m.info.model_n_params;
+        row.n_threads = threads as i64;
+        row.cpu_mask = crate::placement::CpuMask::from(o.placement.cpu_mask).to_string();
+        row.cpu_strict = o.placement.strict;
+        row.poll = i64::from(o.placement.poll);
+        row.n_prompt = test.n_prompt as i64;
+        row.n_gen = test.n_gen as i64;
+        row.n_depth = test.n_depth as i64;
+        row.test_time = utc_now();
+        row.set_samples_ns(self.samples_ns);
         row.extra.insert(
-            "breakdown".into(),
-            serde_json::to_value(&report).expect("breakdown serializes"),
+            "load_ms".into(),
+            serde_json::json!((m.load_ms * 1e3).round() / 1e3),
         );
+        row.extra
+            .insert("peak_rss_bytes".into(), serde_json::json!(self_peak_rss()));
+        if let Some(b) = self.session.breakdown() {
+            let total_ns: u64 = row.samples_ns.iter().sum();
+            let report = crate::breakdown::Report::new(
+                b,
+                total_ns,
+                o.bandwidth.as_ref().map(|bw| bw.for_threads(threads)),
+            );
+            row.extra.insert(
+                "breakdown".into(),
+                serde_json::to_value(&report).expect("breakdown serializes"),
+            );
+        }
+        Measured {
+            row,
+            positions: self.session.pos(),
+        }
     }
-    Ok(Measured {
-        row,
-        positions: session.pos(),
-    })
 }
 
 #[cfg(test)]

@@ -4,9 +4,12 @@
 //!                [-t 2[,1]] [-o md|csv|json|jsonl|sql]
 //!                [--cpu-mask HEX] [--cpu-strict 0|1] [--poll 0..100] [--cpu-class prime|big|all]
 //!                [--breakdown] [--profile FILE.svg|FILE.pb] [--contention CPU]
+//!                [--lora FILE] [--interleave]
 //!
 //! Lists are comma-separated as in llama-bench; `-p 0` / `-n 0` drop those tests; `-d`
 //! runs every test again after that many tokens in the cache (`pp512 @ d4096`).
+//! `--interleave` times the models' repetitions alternately in one process (with `--lora`,
+//! the base model beside the adapted one, and the adapter's cost printed).
 
 use std::path::PathBuf;
 
@@ -54,6 +57,11 @@ pub struct BenchArgs {
     /// LoRA adapters applied to every model benched (`--lora`, `--lora-scaled`).
     #[command(flatten)]
     pub lora: LoraArgs,
+    /// Time the models' repetitions alternately in one process (repetition 1 of each,
+    /// then 2, ...), so a machine's drift slows all alike; with --lora, the model without
+    /// adapters runs beside the adapted one and the adapter's cost is printed.
+    #[arg(long)]
+    pub interleave: bool,
 }
 
 impl BenchArgs {
@@ -96,6 +104,13 @@ pub fn run(args: BenchArgs) -> CliResult {
     }
     if format == Format::Md {
         eprintln!("cores: {}", pocket_model::CoreClasses::detect());
+    }
+    if args.interleave {
+        print!(
+            "{}",
+            bench_format::write(&interleaved(&args, &tests)?, format)
+        );
+        return Ok(());
     }
     let mut rows = Vec::new();
     for m in &args.model {
@@ -172,4 +187,91 @@ pub fn run(args: BenchArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// `--interleave`: every model (and with `--lora` its adapted copy after it) in one
+/// process, each test's repetitions alternating between them
+/// ([`pocket_bench::measure_interleaved`]).
+fn interleaved(
+    args: &BenchArgs,
+    tests: &[Test],
+) -> Result<Vec<crate::bench_row::BenchRow>, crate::Error> {
+    if args.profile.is_some() || args.breakdown {
+        return Err(CliError::InterleaveAlone.into());
+    }
+    let (opts, threads) = args.options()?;
+    let with_lora = !args.lora.specs().is_empty();
+    let mut loaded = Vec::new();
+    for m in &args.model {
+        let base = pocket_bench::load(m)?;
+        for &test in tests {
+            pocket_bench::check_fits(&base, test)?;
+        }
+        if with_lora {
+            let mut adapted = pocket_bench::load(m)?;
+            args.lora.attach(&mut adapted.model)?;
+            adapted.info.model_type.push_str(" + LoRA");
+            loaded.push((base, false));
+            loaded.push((adapted, true));
+        } else {
+            loaded.push((base, false));
+        }
+    }
+    let busy = crate::contention::busy(args.contention)?;
+    let models: Vec<&pocket_bench::Loaded> = loaded.iter().map(|(l, _)| l).collect();
+    let mut rows = Vec::new();
+    for &t in &threads {
+        for &test in tests {
+            let measured = pocket_bench::measure_interleaved(&models, test, t, args.reps, &opts)?;
+            let mut got: Vec<_> = measured.into_iter().map(|m| m.row).collect();
+            for (row, (l, adapted)) in got.iter_mut().zip(&loaded) {
+                eprintln!(
+                    "{}{} {} t{}: {:.2} ± {:.2} t/s",
+                    l.filename,
+                    if *adapted { " + LoRA" } else { "" },
+                    row.test_name(),
+                    t,
+                    row.avg_ts,
+                    row.stddev_ts
+                );
+            }
+            if with_lora {
+                for pair in got.chunks_exact(2) {
+                    eprintln!("{}", lora_cost(&pair[0], &pair[1]));
+                }
+            }
+            rows.extend(got);
+        }
+    }
+    drop(busy);
+    Ok(rows)
+}
+
+/// The adapter's cost from interleaved rows of the base and the adapted model: the
+/// ratio of their mean times and the spread of the per-repetition ratios (each pair
+/// taken back to back).
+pub fn lora_cost(
+    base: &crate::bench_row::BenchRow,
+    adapted: &crate::bench_row::BenchRow,
+) -> String {
+    let mut ratios: Vec<f64> = base
+        .samples_ns
+        .iter()
+        .zip(&adapted.samples_ns)
+        .map(|(&b, &a)| a as f64 / b as f64)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let pct = |r: f64| (r - 1.0) * 100.0;
+    let median = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
+    format!(
+        "lora cost {} t{}: {:+.1} % time a token (base {:.2} t/s, adapted {:.2} t/s; per repetition: median {:+.1} %, {:+.1} .. {:+.1} %)",
+        base.test_name(),
+        base.n_threads,
+        pct(base.avg_ts / adapted.avg_ts),
+        base.avg_ts,
+        adapted.avg_ts,
+        pct(median),
+        pct(ratios.first().copied().unwrap_or(f64::NAN)),
+        pct(ratios.last().copied().unwrap_or(f64::NAN)),
+    )
 }

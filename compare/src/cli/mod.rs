@@ -106,6 +106,8 @@ pub enum CliError {
     NoTests,
     #[error("--profile takes one model (one profile file per run)")]
     ProfileOneModel,
+    #[error("--interleave times repetitions alone: without --profile or --breakdown")]
+    InterleaveAlone,
     #[error("-n must be at least 1")]
     NoReplyTokens,
     #[error("-n {n_predict} leaves no room for the conversation in the context of {n_ctx} (raise -c or lower -n)")]
