@@ -144,42 +144,10 @@ fn bench_gemm(c: &mut Criterion) {
     g.finish();
 }
 
-/// Sums a buffer with AVX2 loads (4 independent accumulators) and the gemv kernels'
-/// software prefetch, returning a value so the loads cannot be elided.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn read_avx2(buf: &[u8]) -> u64 {
-    use std::arch::x86_64::*;
-    let n = buf.len() / 128;
-    let p = buf.as_ptr();
-    let mut a = [_mm256_setzero_si256(); 4];
-    for i in 0..n {
-        // The same software prefetch distance as the gemv kernels (a hint; past the end
-        // is harmless).
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i * 128 + 2048) as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i * 128 + 2048 + 64) as *const i8);
-        for (k, acc) in a.iter_mut().enumerate() {
-            // SAFETY: i < n = len / 128, so bytes i·128 + 32k .. +32 are within `buf`.
-            let x = unsafe { _mm256_loadu_si256(p.add(i * 128 + 32 * k) as *const __m256i) };
-            *acc = _mm256_add_epi64(*acc, x);
-        }
-    }
-    let s = _mm256_add_epi64(_mm256_add_epi64(a[0], a[1]), _mm256_add_epi64(a[2], a[3]));
-    let mut o = [0u64; 4];
-    // SAFETY: `o` holds 32 bytes.
-    unsafe { _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, s) };
-    o.iter().fold(0u64, |x, y| x.wrapping_add(*y))
-}
-
+/// Sums a buffer (every byte loaded; the kernels crate's probe, AVX2 with the gemv
+/// kernels' prefetch where the CPU has it).
 fn read_bytes(buf: &[u8]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is available (checked just above).
-        return unsafe { read_avx2(buf) };
-    }
-    buf.chunks_exact(8).fold(0u64, |s, c| {
-        s.wrapping_add(u64::from_le_bytes(c.try_into().unwrap()))
-    })
+    pocket_kernels::ops::read::read_sum(buf)
 }
 
 fn bench_bandwidth(c: &mut Criterion) {

@@ -23,6 +23,7 @@ pub mod lowrank_q8;
 #[cfg(test)]
 mod lowrank_test;
 pub mod norm;
+pub mod read;
 pub mod rope;
 pub mod softmax;
 

@@ -61,6 +61,7 @@ pub mod q5_0;
 pub mod q5_k;
 pub mod q6_k;
 pub mod q8_0;
+pub mod read;
 pub mod vnni;
 
 use crate::arch::TileRows;
