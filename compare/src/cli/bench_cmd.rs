@@ -191,7 +191,12 @@ pub fn run(args: BenchArgs) -> CliResult {
 
 /// `--interleave`: every model (and with `--lora` its adapted copy after it) in one
 /// process, each test's repetitions alternating between them
-/// ([`pocket_bench::measure_interleaved`]).
+/// ([`pocket_bench::measure_interleaved`]). Half the repetitions run on one set of loaded
+/// copies, half on fresh copies loaded in the reverse order while the first are still held
+/// (so they land in other memory): on the VMs here two copies of one file in one process
+/// decoded up to 14 % apart, steadily, whichever was loaded or run first (where their
+/// weights landed in memory), so one placement per model would bias every ratio; two
+/// draws per process halve that, and several processes average it out.
 fn interleaved(
     args: &BenchArgs,
     tests: &[Test],
@@ -201,50 +206,82 @@ fn interleaved(
     }
     let (opts, threads) = args.options()?;
     let with_lora = !args.lora.specs().is_empty();
-    let mut loaded = Vec::new();
-    for m in &args.model {
-        let base = pocket_bench::load(m)?;
+    // (file, adapted) in the rows' order.
+    let entries: Vec<(&PathBuf, bool)> = args
+        .model
+        .iter()
+        .flat_map(|m| {
+            let copies: &[bool] = if with_lora { &[false, true] } else { &[false] };
+            copies.iter().map(move |&a| (m, a))
+        })
+        .collect();
+    let load = |(m, adapted): (&PathBuf, bool)| -> Result<pocket_bench::Loaded, crate::Error> {
+        let mut l = pocket_bench::load(m)?;
         for &test in tests {
-            pocket_bench::check_fits(&base, test)?;
+            pocket_bench::check_fits(&l, test)?;
         }
-        if with_lora {
-            let mut adapted = pocket_bench::load(m)?;
-            args.lora.attach(&mut adapted.model)?;
-            adapted.info.model_type.push_str(" + LoRA");
-            loaded.push((base, false));
-            loaded.push((adapted, true));
-        } else {
-            loaded.push((base, false));
+        if adapted {
+            args.lora.attach(&mut l.model)?;
+            l.info.model_type.push_str(" + LoRA");
         }
-    }
+        Ok(l)
+    };
     let busy = crate::contention::busy(args.contention)?;
-    let models: Vec<&pocket_bench::Loaded> = loaded.iter().map(|(l, _)| l).collect();
-    let mut rows = Vec::new();
-    for &t in &threads {
-        for &test in tests {
-            let measured = pocket_bench::measure_interleaved(&models, test, t, args.reps, &opts)?;
-            let mut got: Vec<_> = measured.into_iter().map(|m| m.row).collect();
-            for (row, (l, adapted)) in got.iter_mut().zip(&loaded) {
-                eprintln!(
-                    "{}{} {} t{}: {:.2} ± {:.2} t/s",
-                    l.filename,
-                    if *adapted { " + LoRA" } else { "" },
-                    row.test_name(),
-                    t,
-                    row.avg_ts,
-                    row.stddev_ts
-                );
-            }
-            if with_lora {
-                for pair in got.chunks_exact(2) {
-                    eprintln!("{}", lora_cost(&pair[0], &pair[1]));
+    // rows[k][e]: case k (threads x tests) of entry e, its samples from both phases.
+    let mut rows: Vec<Vec<crate::bench_row::BenchRow>> = Vec::new();
+    let halves = [args.reps.div_ceil(2), args.reps / 2];
+    let mut held: Option<Vec<Option<pocket_bench::Loaded>>> = None;
+    for (phase, &reps) in halves.iter().enumerate().filter(|(_, &r)| r > 0) {
+        let order: Vec<usize> = if phase == 0 {
+            (0..entries.len()).collect()
+        } else {
+            (0..entries.len()).rev().collect()
+        };
+        let mut loaded: Vec<Option<pocket_bench::Loaded>> = entries.iter().map(|_| None).collect();
+        for &e in &order {
+            loaded[e] = Some(load(entries[e])?);
+        }
+        // The previous phase's copies are let go only now (see above).
+        drop(held.replace(std::mem::take(&mut loaded)));
+        let loaded = held.as_ref().expect("just set");
+        let models: Vec<&pocket_bench::Loaded> = loaded.iter().flatten().collect();
+        let mut k = 0;
+        for &t in &threads {
+            for &test in tests {
+                let got = pocket_bench::measure_interleaved(&models, test, t, reps, &opts)?;
+                if phase == 0 {
+                    rows.push(got.into_iter().map(|m| m.row).collect());
+                } else {
+                    for (row, m) in rows[k].iter_mut().zip(got) {
+                        let mut ns = row.samples_ns.clone();
+                        ns.extend(m.row.samples_ns);
+                        row.set_samples_ns(ns);
+                    }
                 }
+                k += 1;
             }
-            rows.extend(got);
         }
     }
     drop(busy);
-    Ok(rows)
+    for case in &rows {
+        for (row, (m, adapted)) in case.iter().zip(&entries) {
+            eprintln!(
+                "{}{} {} t{}: {:.2} ± {:.2} t/s",
+                m.display(),
+                if *adapted { " + LoRA" } else { "" },
+                row.test_name(),
+                row.n_threads,
+                row.avg_ts,
+                row.stddev_ts
+            );
+        }
+        if with_lora {
+            for pair in case.chunks_exact(2) {
+                eprintln!("{}", lora_cost(&pair[0], &pair[1]));
+            }
+        }
+    }
+    Ok(rows.into_iter().flatten().collect())
 }
 
 /// The adapter's cost from interleaved rows of the base and the adapted model: the
