@@ -138,6 +138,14 @@ fn check_ppl(name: &str, model: &Path, flags: &[&str], min_move: f64) {
     }
 }
 
+/// The SmolLM2 fixture, a fresh directory for `tag` and a rank-8 adapter in it.
+fn smollm2_with_adapter(tag: &str, seed: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let (model, dir) = (common::smollm2(), tmp(tag));
+    let a = dir.join("a.gguf");
+    synth_adapter(&model, &a, seed);
+    (model, dir, a)
+}
+
 fn tmp(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pocket-lora-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -192,10 +200,7 @@ fn check_greedy(name: &str, model: &Path, adapter: &Path, prompt: &str) {
 // 16-lane sum pocket stopped after "Paris." where llama.cpp goes on (a near-tie).
 #[test]
 fn smollm2_lora_greedy_text_matches_llama_completion() {
-    let model = common::smollm2();
-    let dir = tmp("greedy");
-    let a = dir.join("a.gguf");
-    synth_adapter(&model, &a, "1");
+    let (model, dir, a) = smollm2_with_adapter("greedy", "1");
     check_greedy("SmolLM2", &model, &a, "The capital of France is");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -292,10 +297,7 @@ fn a_foreign_or_broken_adapter_is_a_clear_error() {
 /// cost printed; `--breakdown` with it is refused (its accounting would time both).
 #[test]
 fn bench_interleave_times_base_and_adapter_side_by_side() {
-    let model = common::smollm2();
-    let dir = tmp("interleave");
-    let a = dir.join("a.gguf");
-    synth_adapter(&model, &a, "3");
+    let (model, dir, a) = smollm2_with_adapter("interleave", "3");
     let (m, sa) = (model.to_str().unwrap(), a.to_str().unwrap());
     let args = [
         "bench",
