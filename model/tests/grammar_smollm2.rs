@@ -288,6 +288,7 @@ fn speculative_decoding_keeps_the_constrained_text() {
         Box::new(NgramSimple {
             size_n: 2,
             size_m: 8,
+            min_n: 2,
         }),
         SpecParams::default(),
     );

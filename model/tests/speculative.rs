@@ -75,6 +75,7 @@ fn ngram() -> Speculator<'static> {
     let ng = NgramSimple {
         size_n: 3,
         size_m: 16,
+        min_n: 3,
     };
     Speculator::new(Box::new(ng), SpecParams::default())
 }

@@ -1,6 +1,7 @@
 //! Speculative decoding flags shared by `run` and `chat`: llama.cpp's names
 //! (`--spec-type`, `-md/--spec-draft-model`, `--spec-draft-n-max/-n-min`,
-//! `--spec-ngram-simple-size-n/-m`). pocket's `--spec-draft-n-max` defaults to 8 (MNN's
+//! `--spec-ngram-simple-size-n/-m`), and pocket's `--spec-ngram-simple-size-n-min` (shorter
+//! keys when the `-size-n` one has no match; see `NgramSimple`). pocket's `--spec-draft-n-max` defaults to 8 (MNN's
 //! draft block; llama.cpp's is 3) and also caps `ngram-simple` drafts, which llama.cpp
 //! sizes by `-size-m` alone.
 
@@ -45,6 +46,11 @@ pub struct SpecArgs {
     #[arg(long, default_value_t = 48, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub spec_ngram_simple_size_m: u16,
+    /// ngram-simple: shortest n-gram looked up when longer ones have no earlier match
+    /// (pocket's; equal to -size-n for llama.cpp's lookup).
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub spec_ngram_simple_size_n_min: u16,
 }
 
 /// Flags that contradict each other.
@@ -106,6 +112,7 @@ impl SpecArgs {
                 let ng = NgramSimple {
                     size_n: self.spec_ngram_simple_size_n as usize,
                     size_m: self.spec_ngram_simple_size_m as usize,
+                    min_n: self.spec_ngram_simple_size_n_min as usize,
                 };
                 Some(Speculator::new(Box::new(ng), params))
             }
