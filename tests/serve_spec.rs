@@ -159,6 +159,16 @@ fn bad_speculation_flags_are_refused() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("draft model"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["serve", "-m"])
+        .arg(&model)
+        .args(["--port", "0", "--spec-type", "ngram-simple"])
+        .args(["--spec-ngram-simple-size-n-min", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--spec-ngram-simple-size-n-min"), "{err}");
 }
 
 /// A draft model (SmolLM2 cut to 24 of its 30 layers, `pocket synth --keep-layers`; no

@@ -80,6 +80,17 @@ fn ngram() -> Speculator<'static> {
     Speculator::new(Box::new(ng), SpecParams::default())
 }
 
+/// Keys from 8 tokens down to 1 (pocket's shorter-key fallback at its most eager): drafts
+/// on nearly every step, many of them rejected.
+fn ngram_down_to_one() -> Speculator<'static> {
+    let ng = NgramSimple {
+        size_n: 8,
+        size_m: 16,
+        min_n: 1,
+    };
+    Speculator::new(Box::new(ng), SpecParams::default())
+}
+
 /// `name` cut to its first `keep` layers, written once per test binary.
 fn truncated(name: &str, keep: usize) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pocket-spec-{}", std::process::id()));
@@ -97,18 +108,19 @@ fn check_greedy(name: &str, draft_layers: usize) {
     let m = Model::load(fixture(&format!("models/{name}"))).unwrap();
     let draft = Model::load(truncated(name, draft_layers)).unwrap();
     assert_eq!(draft.config.n_layer, draft_layers);
-    let mut by_kind = [(0, 0); 2]; // (drafted, accepted) of ngram, draft model
+    let mut by_kind = [(0, 0); 3]; // (drafted, accepted) of ngram, ngram 8..1, draft model
     for (i, text) in PROMPTS.iter().enumerate() {
         let prompt = m.tokenizer.encode(text, true, false);
         let (want, want_cache) = plain(&m, &prompt, &mut greedy());
         assert!(!want.tokens.is_empty());
         let mut ng = ngram();
+        let mut ng_short = ngram_down_to_one();
         let ds = Session::new(&draft, opts());
         let mut dm = Speculator::new(
             Box::new(DraftModel::new(ds, &m).unwrap()),
             SpecParams::default(),
         );
-        for (k, spec) in [&mut ng, &mut dm].into_iter().enumerate() {
+        for (k, spec) in [&mut ng, &mut ng_short, &mut dm].into_iter().enumerate() {
             let (got, got_cache) = speculative(&m, &prompt, &mut greedy(), spec);
             assert_eq!(
                 got.tokens, want.tokens,
