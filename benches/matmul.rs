@@ -11,6 +11,9 @@
 //! * `gemm/{rows}x{cols}x512/{format}/{isa}`: 512 tokens. Throughput =
 //!   `Elements(2·rows·cols·tokens)`: **elements = operations**, so "Gelem/s" reads GOP/s.
 //!   The scalar reference only runs the smallest shape (it is ~100x slower).
+//! * `gemm_few/65536x2560x{2,3,4,8}/{format}/{isa}`: a few tokens (a speculative verify
+//!   step) on the DRAM-sized shape, one thread. Throughput = bytes of packed weights, as
+//!   gemv's: a few-token call should stream its weights nearly as fast as gemv does.
 //! * `bandwidth/read/{1,2}t`: AVX2 loads over a 512 MiB buffer, the machine's read limit.
 //!
 //! Shapes are MNN-Pocket's (Qwen2.5-0.5B: hidden 896, FFN 4864 split as 2560-wide parts in
@@ -144,6 +147,33 @@ fn bench_gemm(c: &mut Criterion) {
     g.finish();
 }
 
+/// A few tokens on the DRAM-sized shape: a verify step's matmuls, bound by reading the
+/// weights, so GB/s beside gemv's says what the extra tokens cost.
+fn bench_gemm_few(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gemm_few");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500));
+    let (rows, cols) = GEMV_EXTRA;
+    let isa = Isa::detect();
+    for (name, ty, share) in FORMATS {
+        if !valid(ty, rows, cols) || ty == GgmlType::F16 {
+            continue;
+        }
+        let w = pack(ty, share, rows, cols);
+        g.throughput(Throughput::Bytes(w.bytes() as u64));
+        for tokens in [2, 3, 4, 8] {
+            let act = activation(tokens, cols);
+            let mut out = vec![0f32; rows * tokens];
+            let id = BenchmarkId::new(format!("{rows}x{cols}x{tokens}/{name}"), isa.name());
+            g.bench_function(id, |b| {
+                b.iter(|| gemm(&w, &act, &mut out, rows, 0..w.panels(), black_box(isa)))
+            });
+        }
+    }
+    g.finish();
+}
+
 /// Sums a buffer (every byte loaded; the kernels crate's probe, AVX2 with the gemv
 /// kernels' prefetch where the CPU has it).
 fn read_bytes(buf: &[u8]) -> u64 {
@@ -194,6 +224,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = bench_bandwidth, bench_gemv, bench_gemm
+    targets = bench_bandwidth, bench_gemv, bench_gemm, bench_gemm_few
 }
 criterion_main!(benches);

@@ -159,7 +159,8 @@ proptest! {
         ty in prop::sample::select(TYPES.to_vec()),
         rows in 1usize..=41,
         units in 1usize..=4,
-        tokens in 1usize..=9,
+        // Two-panel VNNI tiles from 16 tokens for the K-quants (`vnni::pairs_from`).
+        tokens in 1usize..=20,
         seed in any::<u64>(),
     ) {
         let short = matches!(ty, GgmlType::Q5_0 | GgmlType::F16);
@@ -175,7 +176,7 @@ proptest! {
         rows in 1usize..=20,
         r2 in 1usize..=12,
         units in 1usize..=2,
-        tokens in 1usize..=5,
+        tokens in 1usize..=20,
         seed in any::<u64>(),
     ) {
         let cols = cols_for(ty, units);

@@ -57,6 +57,8 @@ pub struct Chunk<'a, S> {
     pub start: usize,
     /// [`Stage::stage`]'s output for the chunk.
     pub staged: &'a S,
+    /// [`Kernels::pairs`] for this call: two-panel tiles pay, also for a gate/up pair.
+    pub pairs: bool,
 }
 
 /// What an ISA's tiles read from a token chunk besides the activation rows, rewritten for
@@ -118,7 +120,8 @@ pub trait Kernels: Copy {
         t: usize,
     ) -> [Self::Rows; N];
     /// Whether [`Kernels::tile_pair`] beats two [`Kernels::tile`]s for `layout` in a call
-    /// over `tokens` tokens: the driver then computes consecutive output panels in pairs.
+    /// over `tokens` tokens: the driver then computes consecutive output panels in pairs
+    /// (and [`Chunk::pairs`] tells `tile_pair` of a gate/up pair).
     fn pairs(self, _layout: Layout, _tokens: usize) -> bool {
         false
     }
@@ -185,8 +188,9 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
             act,
             start: c0,
             staged: shared.unwrap_or(&staged),
+            pairs: k.pairs(layout, tokens.len()),
         };
-        let pairs = !swiglu && k.pairs(layout, tokens.len());
+        let pairs = !swiglu && chunk.pairs;
         let mut p = panels.start;
         while p < panels.end {
             let pair = pairs && p + 1 < panels.end;

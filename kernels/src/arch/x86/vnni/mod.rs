@@ -220,7 +220,7 @@ impl<D: Dp> Kernels for Vnni<D> {
 
     #[inline(always)]
     fn pairs(self, layout: Layout, tokens: usize) -> bool {
-        D::PAIRS && tokens > 1 && has_vnni(layout)
+        D::PAIRS && has_vnni(layout) && tokens >= pairs_from(layout)
     }
 
     #[inline(always)]
@@ -232,7 +232,7 @@ impl<D: Dp> Kernels for Vnni<D> {
         t: usize,
     ) -> [[__m256; 2]; N] {
         let layout = Layout::ALL[L as usize];
-        if D::PAIRS && !chunk.staged.is_empty() && has_vnni(layout) {
+        if D::PAIRS && chunk.pairs && !chunk.staged.is_empty() && has_vnni(layout) {
             let pw = panels(w, p);
             let a = record(chunk, w.blocks(), t, N);
             // SAFETY: the token proves the CPU features; PAIRS checked.
@@ -241,6 +241,23 @@ impl<D: Dp> Kernels for Vnni<D> {
         let a = self.tile::<L, N>(w, p, chunk, t);
         let b = self.tile::<L, N>(w, p + 1, chunk, t);
         std::array::from_fn(|j| [a[j], b[j]])
+    }
+}
+
+/// Tokens from which a call's two-panel tiles ([`Dp::tile16`]: two panels in one `zmm`)
+/// beat one-panel tiles. A call of a few tokens streams its weights from DRAM and is bound
+/// by that, and there one panel at a time (one code and one scale stream) streamed faster
+/// than two: single-panel ÷ two-panel time, 1 thread, 168 MB matrices, both kinds
+/// alternating in one process (Zen4; plain / gate-up): Q4_0 0.75 / 0.73 at 2 tokens, 0.95
+/// / 0.87 at 4, 1.05 at 9 (plain); Q4_1 0.74 / 0.73 at 2, 0.90 / 0.93 at 4; Q8_0 0.86 /
+/// 0.90 at 2, 1.06 / 0.97 at 4, 1.10 / 1.09 at 6; Q4_K 0.60 / 0.56 at 2, 0.81 / 0.80 at 8,
+/// 0.87 / 0.89 at 16; Q6_K 0.69 / 0.65 at 2, 0.90 / 0.90 at 8. From 16 tokens (the batched
+/// path: prefill) two-panel tiles stay as they were measured for prefill.
+const fn pairs_from(layout: Layout) -> usize {
+    match layout {
+        Layout::Q8_0 => 5,
+        Layout::Q4_K | Layout::Q6_K => 16,
+        _ => 9,
     }
 }
 
