@@ -143,9 +143,16 @@ mod tests {
             size_m: 8,
             min_n,
         };
-        assert!(fallback(4).lookup(&ctx, 3, 2).is_empty(), "llama.cpp's: no 4-token match");
+        assert!(
+            fallback(4).lookup(&ctx, 3, 2).is_empty(),
+            "llama.cpp's: no 4-token match"
+        );
         assert_eq!(fallback(3).lookup(&ctx, 3, 2), [6, 8]);
-        assert_eq!(fallback(1).lookup(&ctx, 3, 2), [6, 8], "the longest key first");
+        assert_eq!(
+            fallback(1).lookup(&ctx, 3, 2),
+            [6, 8],
+            "the longest key first"
+        );
         // Only the 2-token key (2 9) occurred: at min_n 3 nothing, at 2 its continuation.
         let ctx = [2, 9, 4, 4, 1, 2];
         assert!(fallback(3).lookup(&ctx, 9, 8).is_empty());
@@ -156,6 +163,10 @@ mod tests {
             size_m: 8,
             min_n: 5,
         };
-        assert_eq!(above.lookup(&ctx, 9, 8), [4, 4, 1, 2, 9], "min_n above size_n: size_n");
+        assert_eq!(
+            above.lookup(&ctx, 9, 8),
+            [4, 4, 1, 2, 9],
+            "min_n above size_n: size_n"
+        );
     }
 }
