@@ -18,6 +18,9 @@ pub struct GenParams {
     pub n_predict: usize,
     /// Generation ends at the first of these in the text (which is cut before it).
     pub stop: Vec<String>,
+    /// Never sample an end-of-generation token (llama.cpp's `--ignore-eos`: a -inf bias
+    /// on each), so only the other conditions end generation.
+    pub ignore_eos: bool,
 }
 
 /// Why generation ended.
@@ -103,8 +106,9 @@ pub fn generate_with(
     mut on_piece: impl FnMut(&str) -> bool,
 ) -> Result<Generation> {
     prompt.iter().for_each(|&t| sampler.accept(t));
+    let mut pick = Pick::new(s.model, p);
     let t1 = Instant::now();
-    let mut next = sampler.sample(s.prefill(prompt)?);
+    let mut next = pick.sample(sampler, s.prefill(prompt)?);
     sampler.accept(next);
     let mut timings = Timings {
         prompt_tokens: prompt.len(),
@@ -132,7 +136,7 @@ pub fn generate_with(
             None => Vec::new(),
         };
         if drafts.is_empty() {
-            next = sampler.sample(s.decode(next)?);
+            next = pick.sample(sampler, s.decode(next)?);
             sampler.accept(next);
             timings.decode_steps += 1;
             continue;
@@ -146,7 +150,7 @@ pub fn generate_with(
         let mut kept = 0;
         let mut stop = None;
         for (i, row) in logits.chunks_exact(v).enumerate() {
-            let t = sampler.sample(row);
+            let t = pick.sample(sampler, row);
             sampler.accept(t);
             timings.decode_steps += 1;
             if drafts.get(i) != Some(&t) {
@@ -195,6 +199,48 @@ pub fn generate_with(
     })
 }
 
+/// Samples a row of logits, with the end-of-generation tokens banned under `ignore_eos`.
+struct Pick {
+    /// `(id, -inf)` for each banned token; empty: the sampler sees the logits as they are.
+    ban: Vec<(u32, f32)>,
+    scratch: Vec<f32>,
+}
+
+impl Pick {
+    fn new(model: &Model, p: &GenParams) -> Pick {
+        let ban = match p.ignore_eos {
+            true => model
+                .tokenizer
+                .eog_ids()
+                .iter()
+                .map(|&id| (id, f32::NEG_INFINITY))
+                .collect(),
+            false => Vec::new(),
+        };
+        Pick {
+            ban,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn sample(&mut self, sampler: &mut Sampler, logits: &[f32]) -> u32 {
+        if self.ban.is_empty() {
+            return sampler.sample(logits);
+        }
+        if let Some(t) = sampler.sample_greedy_biased(logits, &self.ban) {
+            return t;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(logits);
+        for &(id, b) in &self.ban {
+            if let Some(l) = self.scratch.get_mut(id as usize) {
+                *l += b;
+            }
+        }
+        sampler.sample(&self.scratch)
+    }
+}
+
 /// The per-token end of the loop: stop conditions, then the token's text.
 struct Emitter<'a> {
     p: &'a GenParams,
@@ -218,7 +264,7 @@ impl Emitter<'_> {
         if self.p.n_predict == 0 {
             return Some(StopReason::Length);
         }
-        if tok.is_eog(token) {
+        if tok.is_eog(token) && !self.p.ignore_eos {
             return Some(StopReason::Eog(token));
         }
         self.tokens.push(token);

@@ -62,6 +62,7 @@ fn constrained(
     let p = GenParams {
         n_predict: n,
         stop: Vec::new(),
+        ..Default::default()
     };
     generate(&mut session(m), &mut sampler, prompt, &p, |_| true).unwrap()
 }
@@ -258,6 +259,7 @@ fn a_choice_grammar_restricts_the_output_to_its_choices() {
         let p = GenParams {
             n_predict: 16,
             stop: Vec::new(),
+            ..Default::default()
         };
         let g = generate(&mut session(&m), &mut sampler, &prompt, &p, |_| true).unwrap();
         assert!(
@@ -295,6 +297,7 @@ fn speculative_decoding_keeps_the_constrained_text() {
     let p = GenParams {
         n_predict: 120,
         stop: Vec::new(),
+        ..Default::default()
     };
     let g = generate_with(
         &mut session(&m),

@@ -46,6 +46,7 @@ fn params() -> GenParams {
     GenParams {
         n_predict: N_PREDICT,
         stop: Vec::new(),
+        ..Default::default()
     }
 }
 

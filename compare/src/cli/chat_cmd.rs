@@ -167,6 +167,7 @@ pub fn run(a: ChatArgs) -> CliResult {
         let params = GenParams {
             n_predict: a.n_predict,
             stop: Vec::new(),
+            ..Default::default()
         };
         // Each reply starts the grammar afresh.
         constrain(&mut sampler, grammar.as_ref());

@@ -31,7 +31,7 @@ pub struct SamplingArgs {
     #[arg(long, default_value_t = 0.0)]
     pub temp: f32,
     /// Seed of the sampler's PRNG (same seed, same tokens).
-    #[arg(long, default_value_t = 0)]
+    #[arg(short = 's', long, default_value_t = 0)]
     pub seed: u64,
     #[command(flatten)]
     pub filters: FilterArgs,

@@ -116,6 +116,11 @@ pub enum CliError {
     NProbsWithSpeculation,
     #[error("the prompt tokenizes to nothing")]
     EmptyPrompt,
+    #[error("cannot read the prompt file {}: {e}", path.display())]
+    PromptFile {
+        path: std::path::PathBuf,
+        e: std::io::Error,
+    },
     #[error("the prompt ({prompt} tokens) plus {n_predict} to generate does not fit in the context of {n_ctx} (raise -c)")]
     PromptTooLong {
         prompt: usize,

@@ -1,8 +1,9 @@
-//! `pocket run -m MODEL -p PROMPT [-n N] [-t THREADS] [-c CTX] [--temp T --seed S ...]
-//! [-ctk TYPE -ctv TYPE]
+//! `pocket run -m MODEL (-p PROMPT | -f FILE) [-n N] [-t THREADS] [-c CTX] [--temp T --seed S ...]
+//! [-r STOP ...] [--ignore-eos] [-ctk TYPE -ctv TYPE]
 //! [--grammar G | --grammar-file F | -j SCHEMA | -jf F]`: streams the continuation to stdout, timings to stderr.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
@@ -19,15 +20,25 @@ pub struct RunArgs {
     #[command(flatten)]
     engine: ModelArgs,
     /// The prompt (special tokens in it are parsed).
-    #[arg(short, long)]
-    prompt: String,
+    #[arg(short, long, required_unless_present = "file", conflicts_with = "file")]
+    prompt: Option<String>,
+    /// A file holding the prompt, less one trailing newline (llama.cpp's `-f`).
+    #[arg(short = 'f', long, value_name = "FNAME")]
+    file: Option<PathBuf>,
+    /// Stop when the text reaches PROMPT (cut before it; repeat for several; llama.cpp's
+    /// reverse prompt).
+    #[arg(short = 'r', long = "reverse-prompt", value_name = "PROMPT")]
+    reverse_prompt: Vec<String>,
+    /// Keep generating past end-of-generation tokens (they are never sampled).
+    #[arg(long)]
+    ignore_eos: bool,
     /// Tokens to generate.
     #[arg(short = 'n', long, default_value_t = 64)]
     n_predict: usize,
     #[command(flatten)]
     decode: DecodeArgs,
-    /// Do not echo the prompt.
-    #[arg(long)]
+    /// Do not echo the prompt (llama.cpp's `--no-display-prompt`).
+    #[arg(long, visible_alias = "no-display-prompt")]
     no_echo: bool,
     /// After the text, print each generated token's probability and the N most likely
     /// tokens of its step, most likely first (llama.cpp's `--n-probs`; before sampling).
@@ -45,7 +56,20 @@ pub fn run(a: RunArgs) -> CliResult {
     let load_ms = ms_since(t0);
     let tok = &model.tokenizer;
     let grammar = a.decode.grammar.compile(tok)?;
-    let prompt = tok.encode(&a.prompt, true, true);
+    let text = match (&a.prompt, &a.file) {
+        (Some(p), _) => p.clone(),
+        (None, Some(f)) => {
+            let mut t = std::fs::read_to_string(f)
+                .map_err(|e| CliError::PromptFile { path: f.clone(), e })?;
+            // As llama.cpp's `-f`: one trailing newline (the file's last line end) goes.
+            if t.ends_with('\n') {
+                t.pop();
+            }
+            t
+        }
+        (None, None) => unreachable!("clap requires -p or -f"),
+    };
+    let prompt = tok.encode(&text, true, true);
     if prompt.is_empty() {
         return Err(CliError::EmptyPrompt.into());
     }
@@ -68,7 +92,7 @@ pub fn run(a: RunArgs) -> CliResult {
             return Err(CliError::NProbsWithSpeculation.into());
         }
         let run = super::run_probs::ProbsRun {
-            prompt_text: &a.prompt,
+            prompt_text: &text,
             echo: !a.no_echo,
             prompt: &prompt,
             n_predict: a.n_predict,
@@ -78,14 +102,15 @@ pub fn run(a: RunArgs) -> CliResult {
     }
     let mut out = std::io::stdout().lock();
     if !a.no_echo {
-        write!(out, "{}", a.prompt)?;
+        write!(out, "{text}")?;
         out.flush()?;
     }
     let mut sampler = a.decode.sampling.sampler();
     constrain(&mut sampler, grammar.as_ref());
     let params = GenParams {
         n_predict: a.n_predict,
-        stop: Vec::new(),
+        stop: a.reverse_prompt.clone(),
+        ignore_eos: a.ignore_eos,
     };
     let mut failed = None;
     let g = generate_with(
