@@ -120,9 +120,9 @@ pub trait Kernels: Copy {
         t: usize,
     ) -> [Self::Rows; N];
     /// Whether [`Kernels::tile_pair`] beats two [`Kernels::tile`]s for `layout` in a call
-    /// over `tokens` tokens: the driver then computes consecutive output panels in pairs
-    /// (and [`Chunk::pairs`] tells `tile_pair` of a gate/up pair).
-    fn pairs(self, _layout: Layout, _tokens: usize) -> bool {
+    /// over `tokens` tokens of a plain matrix (the driver then computes consecutive output
+    /// panels in pairs) or of a gate/up pair (`swiglu`; [`Chunk::pairs`] tells `tile_pair`).
+    fn pairs(self, _layout: Layout, _tokens: usize, _swiglu: bool) -> bool {
         false
     }
     /// The outputs of internal panels `p` and `p + 1` for tokens `t..t+N` (a gate/up pair
@@ -188,7 +188,7 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
             act,
             start: c0,
             staged: shared.unwrap_or(&staged),
-            pairs: k.pairs(layout, tokens.len()),
+            pairs: k.pairs(layout, tokens.len(), swiglu),
         };
         let pairs = !swiglu && chunk.pairs;
         let mut p = panels.start;

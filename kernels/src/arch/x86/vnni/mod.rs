@@ -219,8 +219,8 @@ impl<D: Dp> Kernels for Vnni<D> {
     }
 
     #[inline(always)]
-    fn pairs(self, layout: Layout, tokens: usize) -> bool {
-        D::PAIRS && has_vnni(layout) && tokens >= pairs_from(layout)
+    fn pairs(self, layout: Layout, tokens: usize, swiglu: bool) -> bool {
+        D::PAIRS && has_vnni(layout) && tokens >= pairs_from(layout, swiglu)
     }
 
     #[inline(always)]
@@ -251,12 +251,14 @@ impl<D: Dp> Kernels for Vnni<D> {
 /// alternating in one process (Zen4; plain / gate-up): Q4_0 0.75 / 0.73 at 2 tokens, 0.95
 /// / 0.87 at 4, 1.05 at 9 (plain); Q4_1 0.74 / 0.73 at 2, 0.90 / 0.93 at 4; Q8_0 0.86 /
 /// 0.90 at 2, 1.06 / 0.97 at 4, 1.10 / 1.09 at 6; Q4_K 0.60 / 0.56 at 2, 0.81 / 0.80 at 8,
-/// 0.87 / 0.89 at 16; Q6_K 0.69 / 0.65 at 2, 0.90 / 0.90 at 8. From 16 tokens (the batched
-/// path: prefill) two-panel tiles stay as they were measured for prefill.
-const fn pairs_from(layout: Layout) -> usize {
+/// 0.87 / 0.89 at 16; Q6_K 0.69 / 0.65 at 2, 0.90 / 0.90 at 8; plain Q4_0 / Q4_1 at 9
+/// tokens 1.05 / 1.09 but gate-up at 8 0.96 / 0.93. From 16 tokens (the batched path:
+/// prefill) two-panel tiles stay as they were measured for prefill.
+const fn pairs_from(layout: Layout, swiglu: bool) -> usize {
     match layout {
         Layout::Q8_0 => 5,
         Layout::Q4_K | Layout::Q6_K => 16,
+        _ if swiglu => 16,
         _ => 9,
     }
 }
