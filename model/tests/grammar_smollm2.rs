@@ -14,7 +14,7 @@ use pocket_model::chat::{ChatMessage, ChatTemplate};
 use pocket_model::generate::{generate, generate_with, GenParams, Generation, StopReason};
 use pocket_model::grammar::{GrammarSpec, GrammarVocab};
 use pocket_model::sampler::{Sampler, SamplerParams};
-use pocket_model::speculative::{NgramSimple, SpecParams, Speculator};
+use pocket_model::speculative::{NgramDrafter, NgramSimple, SpecParams, Speculator};
 use pocket_model::{Model, Session, SessionOptions};
 
 mod common;
@@ -287,11 +287,12 @@ fn speculative_decoding_keeps_the_constrained_text() {
     let mut sampler = Sampler::new(SamplerParams::greedy());
     sampler.set_constraint(Some(grammar.constraint()));
     let mut sp = Speculator::new(
-        Box::new(NgramSimple {
+        Box::new(NgramDrafter::new(NgramSimple {
             size_n: 2,
             size_m: 8,
             min_n: 2,
-        }),
+            resync: 8,
+        })),
         SpecParams::default(),
     );
     let p = GenParams {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use pocket_model::generate::{generate, generate_with, GenParams, Generation};
 use pocket_model::sampler::{Sampler, SamplerParams};
-use pocket_model::speculative::{DraftModel, NgramSimple, SpecParams, Speculator};
+use pocket_model::speculative::{DraftModel, NgramDrafter, NgramSimple, SpecParams, Speculator};
 use pocket_model::synth::truncate::truncate_layers;
 use pocket_model::{Model, Session, SessionOptions};
 
@@ -77,8 +77,9 @@ fn ngram() -> Speculator<'static> {
         size_n: 3,
         size_m: 16,
         min_n: 3,
+        resync: 8,
     };
-    Speculator::new(Box::new(ng), SpecParams::default())
+    Speculator::new(Box::new(NgramDrafter::new(ng)), SpecParams::default())
 }
 
 /// Keys from 8 tokens down to 1 (pocket's shorter-key fallback at its most eager): drafts
@@ -88,8 +89,9 @@ fn ngram_down_to_one() -> Speculator<'static> {
         size_n: 8,
         size_m: 16,
         min_n: 1,
+        resync: 8,
     };
-    Speculator::new(Box::new(ng), SpecParams::default())
+    Speculator::new(Box::new(NgramDrafter::new(ng)), SpecParams::default())
 }
 
 /// `name` cut to its first `keep` layers, written once per test binary.

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use pocket_model::speculative::{DraftModel, NgramSimple, SpecParams, Speculator};
+use pocket_model::speculative::{DraftModel, NgramDrafter, NgramSimple, SpecParams, Speculator};
 use pocket_model::{Model, Session, SessionOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -51,6 +51,11 @@ pub struct SpecArgs {
     #[arg(long, default_value_t = 3, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub spec_ngram_simple_size_n_min: u16,
+    /// ngram-simple: when no n-gram matches, look the last token up within N tokens of
+    /// where the text was copying from a moment ago (pocket's; 0: off, llama.cpp's lookup).
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(0..=1024))]
+    pub spec_ngram_simple_resync: u16,
 }
 
 /// Flags that contradict each other.
@@ -113,8 +118,9 @@ impl SpecArgs {
                     size_n: self.spec_ngram_simple_size_n as usize,
                     size_m: self.spec_ngram_simple_size_m as usize,
                     min_n: self.spec_ngram_simple_size_n_min as usize,
+                    resync: self.spec_ngram_simple_resync as usize,
                 };
-                Some(Speculator::new(Box::new(ng), params))
+                Some(Speculator::new(Box::new(NgramDrafter::new(ng)), params))
             }
             (SpecKind::DraftSimple, Some(d)) => {
                 let s = Session::try_new(d, opts)?;

@@ -15,7 +15,7 @@ mod draft_model;
 mod ngram;
 
 pub use draft_model::{DraftModel, DraftModelError};
-pub use ngram::NgramSimple;
+pub use ngram::{NgramDrafter, NgramSimple};
 
 use crate::forward::Result;
 

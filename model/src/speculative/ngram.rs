@@ -13,7 +13,9 @@
 //! variable, a changed word), so few steps drafted (SmolLM2, quoting / extraction / code:
 //! 1.1-1.3 tokens a step); from 3 tokens on, the same prompts drafted 2-4.7 tokens a step
 //! and decoded 1.5-2.4x plain, while prose still drafted nothing (README, speculative
-//! decoding). `min_n = size_n` is llama.cpp's lookup.
+//! decoding). `min_n = size_n` is llama.cpp's lookup. [`NgramDrafter`] adds a third
+//! difference: after an edit it resynchronizes with the span it was copying (`resync`;
+//! 0 keeps llama.cpp's behaviour).
 
 use super::Drafter;
 use crate::forward::Result;
@@ -27,36 +29,53 @@ pub struct NgramSimple {
     /// Shortest key tried when longer ones have no match (`--spec-ngram-simple-size-n-min`,
     /// pocket's; at most `size_n`).
     pub min_n: usize,
+    /// Resynchronization window in tokens (`--spec-ngram-simple-resync`, pocket's; 0: off):
+    /// when no key matches but the output was copying a span a moment ago, the last token
+    /// is looked up within this many tokens of where that copy would be now ([`NgramDrafter`]).
+    pub resync: usize,
 }
 
 impl Default for NgramSimple {
-    /// llama.cpp's defaults, and keys down to 3 tokens.
+    /// llama.cpp's defaults, keys down to 3 tokens, and resynchronization within 8 tokens.
     fn default() -> Self {
         NgramSimple {
             size_n: 12,
             size_m: 48,
             min_n: 3,
+            resync: 8,
         }
     }
+}
+
+/// A draft: `len` tokens copied from position `from` of the sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    from: usize,
+    len: usize,
 }
 
 impl NgramSimple {
     /// The draft for `context` + `last`, at most `max` tokens: from the longest key that
     /// occurred before, `size_n` down to `min_n` tokens.
     pub fn lookup(&self, context: &[u32], last: u32, max: usize) -> Vec<u32> {
+        match self.find(context, last, max) {
+            Some(c) => copy_out(context, last, c),
+            None => Vec::new(),
+        }
+    }
+
+    fn find(&self, context: &[u32], last: u32, max: usize) -> Option<Span> {
         let top = self.size_n.max(1);
         (self.min_n.clamp(1, top)..=top)
             .rev()
-            .map(|n| self.lookup_key(n, context, last, max))
-            .find(|d| !d.is_empty())
-            .unwrap_or_default()
+            .find_map(|n| self.find_key(n, context, last, max))
     }
 
     /// The draft after the newest suitable earlier occurrence of the last `n` tokens.
-    fn lookup_key(&self, n: usize, context: &[u32], last: u32, max: usize) -> Vec<u32> {
+    fn find_key(&self, n: usize, context: &[u32], last: u32, max: usize) -> Option<Span> {
         let len = context.len() + 1; // the sequence with `last`
         if len <= n {
-            return Vec::new();
+            return None;
         }
         let at = |i: usize| if i < context.len() { context[i] } else { last };
         let pattern = len - n; // where the current n-gram starts
@@ -75,17 +94,105 @@ impl NgramSimple {
                 }
             }
         }
-        let Some((j, take)) = best else {
-            return Vec::new();
-        };
-        let from = j + n;
-        (from..from + take).map(at).collect()
+        let (j, take) = best?;
+        (take > 0).then_some(Span {
+            from: j + n,
+            len: take,
+        })
     }
 }
 
-impl Drafter for NgramSimple {
+/// Tokens `c.from..c.from + c.len` of `context` + `last`.
+fn copy_out(context: &[u32], last: u32, c: Span) -> Vec<u32> {
+    let at = |i: usize| if i < context.len() { context[i] } else { last };
+    (c.from..c.from + c.len).map(at).collect()
+}
+
+/// Where the output was copying from: the draft proposed for sequence position `len`
+/// started at position `src`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Anchor {
+    len: usize,
+    src: usize,
+    /// The sequence length at the last sign that the output copies: a key match, or the
+    /// first token of the previous draft kept.
+    seen: usize,
+}
+
+/// [`NgramSimple`] drafts, resynchronized after the output leaves its source.
+///
+/// Why: a copy with edits (a renamed variable, a changed word in a quoted sentence) leaves
+/// its source for a token or two and comes back. A key lookup drafts again only once
+/// `min_n` tokens after the edit agree with the source, so every edit costs about
+/// `min_n` plain steps. The drafter instead remembers where its last draft was copied
+/// from and, when no key matches, looks the last token up within `resync` tokens of where
+/// that copy would be now (nearest first, preferring one whose previous token also
+/// agrees): after `total` was renamed `sum_value`, the `=` that follows is found right
+/// after `total` in the source and the rest of the line is drafted at once. Only a recent
+/// copy counts (a key match or a kept draft within `2·resync` tokens), so prose, where no
+/// key ever matches, drafts exactly as without it.
+#[derive(Clone, Debug)]
+pub struct NgramDrafter {
+    pub cfg: NgramSimple,
+    anchor: Option<Anchor>,
+}
+
+impl NgramDrafter {
+    pub fn new(cfg: NgramSimple) -> Self {
+        NgramDrafter { cfg, anchor: None }
+    }
+
+    fn resync(&self, context: &[u32], last: u32, max: usize) -> Option<Span> {
+        let w = self.cfg.resync;
+        let a = self.anchor?;
+        let len = context.len() + 1;
+        if w == 0 || len <= a.len || len - a.seen > 2 * w || len < 2 {
+            return None;
+        }
+        let at = |i: usize| if i < context.len() { context[i] } else { last };
+        // `last` (position len - 1) lines up with source position `e`, had the copy gone on.
+        let e = a.src + (len - 1 - a.len);
+        let prev = at(len - 2);
+        let lo = e.saturating_sub(w);
+        let hi = (e + w).min(len - 2); // strictly before `last`
+        (lo..=hi)
+            .filter(|&j| at(j) == last)
+            .min_by_key(|&j| {
+                let both = j > 0 && at(j - 1) == prev;
+                (!both, j.abs_diff(e), j < e)
+            })
+            .map(|j| Span {
+                from: j + 1,
+                len: (len - (j + 1)).min(self.cfg.size_m.min(max)),
+            })
+            .filter(|c| c.len > 0)
+    }
+}
+
+impl Drafter for NgramDrafter {
     fn draft(&mut self, context: &[u32], last: u32, max: usize) -> Result<Vec<u32>> {
-        Ok(self.lookup(context, last, max))
+        let len = context.len() + 1;
+        let at = |i: usize| if i < context.len() { context[i] } else { last };
+        // A shorter sequence than at the last draft: cut back, or another text.
+        self.anchor = self.anchor.filter(|a| a.len <= len);
+        if let Some(a) = &mut self.anchor {
+            if a.len < len && at(a.len) == at(a.src) {
+                a.seen = len;
+            }
+        }
+        let (c, seen) = match self.cfg.find(context, last, max) {
+            Some(c) => (c, len),
+            None => match self.resync(context, last, max) {
+                Some(c) => (c, self.anchor.map_or(len, |a| a.seen)),
+                None => return Ok(Vec::new()),
+            },
+        };
+        self.anchor = Some(Anchor {
+            len,
+            src: c.from,
+            seen,
+        });
+        Ok(copy_out(context, last, c))
     }
 }
 
@@ -98,6 +205,7 @@ mod tests {
             size_n: n,
             size_m: m,
             min_n: n,
+            resync: 0,
         }
     }
 
@@ -142,6 +250,7 @@ mod tests {
             size_n: 4,
             size_m: 8,
             min_n,
+            resync: 0,
         };
         assert!(
             fallback(4).lookup(&ctx, 3, 2).is_empty(),
@@ -162,11 +271,103 @@ mod tests {
             size_n: 2,
             size_m: 8,
             min_n: 5,
+            resync: 0,
         };
         assert_eq!(
             above.lookup(&ctx, 9, 8),
             [4, 4, 1, 2, 9],
             "min_n above size_n: size_n"
         );
+    }
+
+    /// A drafter over `seq` (the last token as `last`).
+    fn draft(d: &mut NgramDrafter, seq: &[u32], max: usize) -> Vec<u32> {
+        let (last, context) = seq.split_last().unwrap();
+        d.draft(context, *last, max).unwrap()
+    }
+
+    fn resyncing(w: usize) -> NgramDrafter {
+        NgramDrafter::new(NgramSimple {
+            size_n: 4,
+            size_m: 8,
+            min_n: 3,
+            resync: w,
+        })
+    }
+
+    #[test]
+    fn a_copy_resynchronizes_one_token_after_an_edit() {
+        // Source 1..=9, then 0 0; the output copies it, renames 6 as 60 61, and goes on.
+        let src: Vec<u32> = vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0];
+        let mut seq = src.clone();
+        seq.extend([1, 2, 3, 4, 5]);
+        let (mut on, mut off) = (resyncing(8), resyncing(0));
+        assert_eq!(
+            draft(&mut on, &seq, 4),
+            [6, 7, 8, 9],
+            "the 3-token key (3 4 5)"
+        );
+        assert_eq!(draft(&mut off, &seq, 4), [6, 7, 8, 9]);
+        // The target wrote 60 instead of 6, then 61: no key matches, and neither token
+        // occurs near the copy.
+        for t in [60, 61] {
+            seq.push(t);
+            assert!(draft(&mut on, &seq, 4).is_empty());
+            assert!(draft(&mut off, &seq, 4).is_empty());
+        }
+        // 7: back in the source (a step behind where the copy would be): the rest of it.
+        seq.push(7);
+        assert_eq!(draft(&mut on, &seq, 4), [8, 9, 0, 0]);
+        assert!(
+            draft(&mut off, &seq, 4).is_empty(),
+            "keys alone wait for (60 61 7)'s successors"
+        );
+    }
+
+    #[test]
+    fn the_nearest_occurrence_wins_and_one_after_the_same_token_first() {
+        // The copy of 1..=9 was at 6 when it left; 5 occurs at 2 and at 8; 8 is nearer.
+        let mut seq: Vec<u32> = vec![9, 9, 5, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0];
+        seq.extend([2, 3, 4]);
+        let mut d = resyncing(8);
+        assert_eq!(draft(&mut d, &seq, 2), [5, 6]);
+        seq.extend([40, 5]);
+        assert_eq!(
+            draft(&mut d, &seq, 2),
+            [6, 7],
+            "5 at 8, nearest to the copy"
+        );
+        // Again, now with (7 5) agreeing with position 2's neighbour: preferred though
+        // farther.
+        let mut seq: Vec<u32> = vec![9, 9, 7, 5, 8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0];
+        seq.extend([2, 3, 4]);
+        let mut d = resyncing(8);
+        assert_eq!(draft(&mut d, &seq, 2), [5, 6]);
+        seq.extend([7, 5]);
+        assert_eq!(draft(&mut d, &seq, 2), [8, 1], "(7 5) at 2..4");
+    }
+
+    #[test]
+    fn prose_and_stale_or_cut_back_anchors_draft_nothing() {
+        // No key ever matched: no anchor, so a repeated single token drafts nothing.
+        let mut d = resyncing(8);
+        assert!(draft(&mut d, &[1, 2, 3, 4, 5, 6, 3], 4).is_empty());
+        // An anchor, then more than 2·resync tokens without a kept draft or a match.
+        let mut seq: Vec<u32> = (1..=9).collect();
+        seq.extend([0, 3, 4, 5]);
+        let (mut d, mut wide) = (resyncing(2), resyncing(8));
+        assert_eq!(draft(&mut d, &seq, 2), [6, 7]);
+        assert_eq!(draft(&mut wide, &seq, 2), [6, 7]);
+        seq.extend([50, 51]);
+        assert!(draft(&mut d, &seq, 2).is_empty(), "51: nothing near");
+        seq.extend([52, 53, 8]);
+        assert!(draft(&mut d, &seq, 2).is_empty(), "5 tokens since: stale");
+        assert_eq!(draft(&mut wide, &seq, 2), [9, 0], "fresh within 16");
+        // A sequence shorter than at the last draft (cut back, another request).
+        let mut seq: Vec<u32> = (1..=9).collect();
+        seq.extend([0, 3, 4, 5]);
+        let mut d = resyncing(8);
+        assert_eq!(draft(&mut d, &seq, 2), [6, 7]);
+        assert!(draft(&mut d, &[70, 71, 7], 2).is_empty());
     }
 }
