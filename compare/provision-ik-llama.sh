@@ -56,7 +56,7 @@ fi
 # than its template, so the build's rule for it never runs.
 if [ ! -f "$src/common/build-info.cpp" ]; then
   say "writing common/build-info.cpp (the sdist lacks its generator)"
-  sed -e 's/@BUILD_NUMBER@/0/' -e "s/@BUILD_COMMIT@/ik-llama-cpp-python-$version/" \
+  sed -e 's/@BUILD_NUMBER@/0/' -e "s/@BUILD_COMMIT@/ik-llama-cpp-python-$ik_version/" \
     -e "s/@BUILD_COMPILER@/$(c++ --version 2>/dev/null | head -n 1 | tr -d '"')/" \
     -e "s/@BUILD_TARGET@/$(uname -m)/" \
     "$src/common/build-info.cpp.in" > "$src/common/build-info.cpp"
