@@ -22,10 +22,6 @@ use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Layer, Qkv};
 use crate::Model;
 
-/// Embedding rows looked up between two releases of the table's mapped pages (see
-/// `Walker::embed`).
-const EMBD_RELEASE_ROWS: usize = 16;
-
 /// A projection's product with its adapters ([`LayerOps::linear_lora`]): `x` (`n` rows) ·
 /// `lin`ᵀ, counted as `op`, plus the low-rank products of projection `p` for the rows'
 /// adapters `runs`.
@@ -205,7 +201,7 @@ impl Walker<'_, '_> {
         let (ety, edata) = (m.weights.tok_embd.0, &m.weights.tok_embd.1[..]);
         let rb = ety.row_bytes(e as u64).unwrap() as usize;
         b.x.resize(rows.len() * e, 0.0);
-        for (i, (r, row)) in rows.iter().zip(b.x.chunks_exact_mut(e)).enumerate() {
+        for (r, row) in rows.iter().zip(b.x.chunks_exact_mut(e)) {
             let tok = r.token as usize;
             formats::dequantize(ety, &edata[tok * rb..(tok + 1) * rb], row).expect("validated");
             if c.embd_scale != 1.0 {
@@ -213,17 +209,18 @@ impl Walker<'_, '_> {
             }
             // Each looked-up row maps more of the file than it reads: at least the
             // kernel's fault-around window (64 KiB), and with the file in the page cache
-            // as large folios (Linux 6.18, ext4, after a sequential read) far more: 512
+            // as large folios (Linux 6.18, ext4, after a sequential read) up to 2 MiB: 512
             // random tokens of gemma3's 262144-row table briefly held 100-165 MB resident
             // for 0.3 MB read, the whole prefill peak-RSS excess over llama.cpp. Nothing
-            // else reads these pages, so drop them every EMBD_RELEASE_ROWS rows (one
-            // madvise over the table; cheap when little of it is mapped).
-            if m.release_embd && (i + 1) % EMBD_RELEASE_ROWS == 0 {
-                m.file.release_pages(edata);
+            // else reads these pages, so each row's folio span is dropped as soon as the
+            // row is read (one small madvise a row). Dropping the whole table every 16
+            // rows instead still let 16 rows' folios pile up: +20-25 MiB of peak RSS in a
+            // prefill of the MNN-Pocket shape, enough to put its Q8_0 pp512 above
+            // llama.cpp's.
+            if m.release_embd {
+                m.file
+                    .release_around(&edata[tok * rb..(tok + 1) * rb], edata);
             }
-        }
-        if m.release_embd {
-            m.file.release_pages(edata);
         }
     }
 

@@ -12,6 +12,10 @@ use super::reader::Gguf;
 /// A GGUF file mapped into memory.
 pub type GgufFile = Gguf<Mmap>;
 
+/// The largest span of the file one fault through the map can make resident: a PMD-sized
+/// (2 MiB) page-cache folio, which Linux 6.x maps whole for a read of any byte of it.
+pub const FOLIO_SPAN: usize = 2 << 20;
+
 impl Gguf<Mmap> {
     /// Maps `path` read-only and parses its header.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
@@ -37,6 +41,27 @@ impl Gguf<Mmap> {
     ///
     /// Why: a repacked matrix would otherwise stay resident twice (mapped + packed), which
     /// is what makes llama.cpp's repacking builds' peak RSS ~2x the file size.
+    /// [`Self::release_pages`] of the span a read of `bytes` (a sub-slice of `within`, itself
+    /// a sub-slice of the map) can have mapped: `bytes` widened to whole [`FOLIO_SPAN`]s of
+    /// the file, clamped to `within`. A read through the map faults in whole page-cache
+    /// folios (up to 2 MiB on Linux with large folios, and the fault-around window around
+    /// them), not just the pages it reads.
+    pub fn release_around(&self, bytes: &[u8], within: &[u8]) -> usize {
+        let (base, w0) = (self.backing().as_ptr() as usize, within.as_ptr() as usize);
+        let (b0, b1) = (
+            bytes.as_ptr() as usize,
+            bytes.as_ptr() as usize + bytes.len(),
+        );
+        if bytes.is_empty() || b0 < w0 || b1 > w0 + within.len() || w0 < base {
+            return 0;
+        }
+        // File offsets: the map starts at offset 0, so folio boundaries are multiples of
+        // FOLIO_SPAN from `base`.
+        let lo = ((b0 - base) / FOLIO_SPAN * FOLIO_SPAN).max(w0 - base);
+        let hi = ((b1 - base).div_ceil(FOLIO_SPAN) * FOLIO_SPAN).min(w0 - base + within.len());
+        self.release_pages(&within[lo - (w0 - base)..hi - (w0 - base)])
+    }
+
     pub fn release_pages(&self, bytes: &[u8]) -> usize {
         let map = self.backing();
         let base = map.as_ptr() as usize;
@@ -108,5 +133,77 @@ impl std::ops::Deref for TensorBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         &self.file.bytes()[self.start..self.start + self.len]
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::gguf::GgufWriter;
+    use pocket_kernels::GgmlType;
+
+    /// Resident bytes of this process's mappings of the file named `name` (its `smaps`
+    /// entries: unaffected by what other tests map meanwhile).
+    fn resident_of(name: &str) -> usize {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut ours = false;
+        let mut kb = 0;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if first.contains('-') && !first.ends_with(':') {
+                ours = line.contains(name); // a mapping's header line
+            } else if ours && first == "Rss:" {
+                kb += line
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap();
+            }
+        }
+        kb * 1024
+    }
+
+    #[test]
+    fn release_around_drops_the_folio_span_of_a_read_clamped_to_its_table() {
+        // A 12 MiB table, so a read in its middle has whole 2 MiB spans on both sides.
+        let len = 12 << 20;
+        let mut w = GgufWriter::new();
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        w.tensor("t", GgmlType::I8, &[len as u64], data).unwrap();
+        let name = format!("pocket-release-{}.gguf", std::process::id());
+        let path = std::env::temp_dir().join(&name);
+        std::fs::write(&path, w.to_bytes().unwrap()).unwrap();
+        let g = GgufFile::open(&path).unwrap();
+        let (_, table) = g.tensor("t").unwrap();
+        let off = table.as_ptr() as usize - g.backing().as_ptr() as usize; // file offset
+        let before = resident_of(&name);
+
+        // A row in the middle: the whole 2 MiB span (in file offsets) around it.
+        let at = 5 << 20;
+        let row = &table[at..at + 1000];
+        assert!(row.iter().map(|&b| b as u64).sum::<u64>() > 0);
+        let read = resident_of(&name);
+        assert!(read > before, "the read mapped pages ({before} -> {read})");
+        let span_lo = (off + at) / FOLIO_SPAN * FOLIO_SPAN;
+        let span_hi = (off + at + 1000).div_ceil(FOLIO_SPAN) * FOLIO_SPAN;
+        assert_eq!(g.release_around(row, table), span_hi - span_lo);
+        assert_eq!(
+            resident_of(&name),
+            before,
+            "every page the read mapped is released"
+        );
+
+        // At the table's start the span is clamped to the table (the header's pages stay).
+        let first = &table[..10];
+        let page = page_size();
+        let hi = (off + 10).div_ceil(FOLIO_SPAN) * FOLIO_SPAN;
+        let want = (hi / page * page).saturating_sub(off.div_ceil(page) * page);
+        assert_eq!(g.release_around(first, table), want);
+        // Empty, or bytes outside `within`: nothing.
+        assert_eq!(g.release_around(&table[..0], table), 0);
+        assert_eq!(g.release_around(table, &table[1..]), 0);
+        drop(g);
+        std::fs::remove_file(&path).unwrap();
     }
 }
