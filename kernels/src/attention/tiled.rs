@@ -190,6 +190,9 @@ fn weighted_sum(o: &mut [f32], p: &[f32], vt: &[f32], head_dim: usize) {
         weighted_block::<32>(&mut o[d0..], p, vt, head_dim, d0);
         d0 += 32;
     }
+    if d0 == head_dim {
+        return; // (no tail: without this the key loop below ran empty, 8 % of attention)
+    }
     for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
         for (o, &v) in o[d0..].iter_mut().zip(&vr[d0..]) {
             *o = pj.mul_add(v, *o);
@@ -231,6 +234,9 @@ fn weighted_sum2(o: [&mut [f32]; 2], p: [&[f32]; 2], vt: &[f32], head_dim: usize
     while d0 + 32 <= head_dim {
         weighted_block2::<32>([&mut o0[d0..], &mut o1[d0..]], p, vt, head_dim, d0);
         d0 += 32;
+    }
+    if d0 == head_dim {
+        return; // no tail dims (see `weighted_sum`)
     }
     for (o, p) in [o0, o1].into_iter().zip(p) {
         for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
