@@ -54,8 +54,11 @@ impl Model {
             (o.pack, o.fuse) = (false, false);
         }
         let weights = if o.release_mapped {
+            // The span a read can have mapped (whole page-cache folios, up to 2 MiB), not
+            // just the tensor's pages: a tensor's read re-maps the released pages of the
+            // tensor before it that share its folio (`Weights::load` reads in file order).
             Weights::load(&g, &config, o, &|bytes| {
-                g.release_pages(bytes);
+                g.release_around(bytes, g.bytes());
             })?
         } else {
             Weights::load(&g, &config, o, &|_| {})?
