@@ -46,8 +46,8 @@ pub(crate) struct Tile {
 /// How a level fills the attention tiles from f16 rows (by default a row at a time through
 /// [`KvRows`]). Every fill is an exact f16 -> f32 conversion, so each gives the same bits.
 pub(crate) trait FillTiles: Copy {
-    /// Whether the body takes query rows two at a time (shared tile loads, twice the FMA
-    /// chains): on levels with registers for both rows' accumulators (AVX-512's 32; with
+    /// Whether the body takes query rows four or two at a time (shared tile loads, more
+    /// FMA chains): on levels with registers for both rows' accumulators (AVX-512's 32; with
     /// AVX2's 16 they spill and pairing is 20 % slower). Same bits either way.
     const PAIR_ROWS: bool = false;
     /// `kt[d·16 + k]` = element `off + d` of key `pos + k` for `k < kn`, 0 for

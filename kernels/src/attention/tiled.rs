@@ -10,7 +10,10 @@
 //! not depend on its batch. attention_cpu, MNN-Pocket shape, Sapphire Rapids, one thread,
 //! prefill32 over 4096 keys: AVX-512 5.2-5.6 -> 4.1-4.4 ms (pairs on; off: 5.2-5.6), AVX2
 //! (FMAs, no pairs) 5.3-5.4 -> 4.0-4.6 ms; SmolLM2 pp512 (2 threads) 1511-1671 ->
-//! 1760-1860 t/s.
+//! 1760-1860 t/s. Rows four at a time where four see the same tile (16 chains; the score
+//! loop is bound by its loads: 20 per 16 FMAs instead of 12 per 8), Ice Lake-class VM, one
+//! thread, same bits: prefill32 over 4096 keys ~6.4 -> ~5.0 ms (medians of 6), SmolLM2
+//! pp512 474-538 -> 548-625 t/s (3 interleaved pairs, each faster).
 
 use super::{AttnScratch, FillTiles, KvRows, QueryBlock, Tile};
 use crate::Isa;
@@ -70,12 +73,21 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
                 *o = x * a.scale;
             }
         };
-        // Rows two at a time where both see the tile (each row's arithmetic is
-        // `score_row`'s, so pairing changes no bit).
+        // Rows four or two at a time where all see the tile (each row's arithmetic is
+        // `score_row`'s, so grouping changes no bit; rows are in token order, so the
+        // fourth seeing the tile means the two between do too).
         let mut r = 0;
         while r < rows {
             if !seen(r) {
                 r += 1;
+            } else if F::PAIR_ROWS && r + 3 < rows && seen(r + 3) {
+                let q = [qrow(r), qrow(r + 1), qrow(r + 2), qrow(r + 3)];
+                let [a0, a1, a2, a3] = score_rows4(&s.kt, q);
+                store(r, a0);
+                store(r + 1, a1);
+                store(r + 2, a2);
+                store(r + 3, a3);
+                r += 4;
             } else if F::PAIR_ROWS && r + 1 < rows && seen(r + 1) {
                 let [a0, a1] = score_rows2(&s.kt, [qrow(r), qrow(r + 1)]);
                 store(r, a0);
@@ -120,9 +132,17 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
             let vt = &s.vt[(ja - j0) * head_dim..(jz - j0) * head_dim];
             let p = |r: usize| &s.scores[r * n + ja..r * n + jz];
             let o = &mut out[r * head_dim..];
-            // Two rows of one token (the same keys) share the value loads; each row's
+            // Four or two rows with the same keys share the value loads; each row's
             // additions are `weighted_sum`'s, in the same order.
-            if F::PAIR_ROWS && r + 1 < rows && span(r + 1) == (ja, jz) {
+            let same = |i: usize| span(r + i) == (ja, jz);
+            if F::PAIR_ROWS && r + 3 < rows && same(1) && same(2) && same(3) {
+                let (o01, o23) = o.split_at_mut(2 * head_dim);
+                let (o0, o1) = o01.split_at_mut(head_dim);
+                let (o2, o3) = o23.split_at_mut(head_dim);
+                let ps = [p(r), p(r + 1), p(r + 2), p(r + 3)];
+                weighted_sum4([o0, o1, o2, &mut o3[..head_dim]], ps, vt, head_dim);
+                r += 4;
+            } else if F::PAIR_ROWS && r + 1 < rows && same(1) {
                 let (o0, o1) = o.split_at_mut(head_dim);
                 weighted_sum2([o0, &mut o1[..head_dim]], [p(r), p(r + 1)], vt, head_dim);
                 r += 2;
@@ -271,6 +291,91 @@ fn weighted_block2<const W: usize>(
     }
     o0[..W].copy_from_slice(&a0);
     o1[..W].copy_from_slice(&a1);
+}
+
+/// [`weighted_sum2`] of four rows: a third of one row's loads per FMA (AVX-512: the 16
+/// accumulators of 64 dims fit its 32 registers).
+#[inline(always)]
+fn weighted_sum4(o: [&mut [f32]; 4], p: [&[f32]; 4], vt: &[f32], head_dim: usize) {
+    let [o0, o1, o2, o3] = o;
+    if !head_dim.is_multiple_of(64) {
+        // (the 32-dim and tail blocks as pairs)
+        weighted_sum2([o0, o1], [p[0], p[1]], vt, head_dim);
+        weighted_sum2([o2, o3], [p[2], p[3]], vt, head_dim);
+        return;
+    }
+    for d0 in (0..head_dim).step_by(64) {
+        let o = [&mut o0[d0..], &mut o1[d0..], &mut o2[d0..], &mut o3[d0..]];
+        weighted_block4(o, p, vt, head_dim, d0);
+    }
+}
+
+/// [`weighted_block`] of four rows, 64 dims.
+#[inline(always)]
+fn weighted_block4(o: [&mut [f32]; 4], p: [&[f32]; 4], vt: &[f32], head_dim: usize, d0: usize) {
+    const W: usize = 64;
+    let [o0, o1, o2, o3] = o;
+    let (mut a0, mut a1, mut a2, mut a3) = ([0f32; W], [0f32; W], [0f32; W], [0f32; W]);
+    a0.copy_from_slice(&o0[..W]);
+    a1.copy_from_slice(&o1[..W]);
+    a2.copy_from_slice(&o2[..W]);
+    a3.copy_from_slice(&o3[..W]);
+    let ps = p[0].iter().zip(p[1]).zip(p[2]).zip(p[3]);
+    for ((((&p0, &p1), &p2), &p3), vr) in ps.zip(vt.chunks_exact(head_dim)) {
+        let vr: &[f32; W] = vr[d0..d0 + W].try_into().unwrap();
+        for x in 0..W {
+            a0[x] = p0.mul_add(vr[x], a0[x]);
+        }
+        for x in 0..W {
+            a1[x] = p1.mul_add(vr[x], a1[x]);
+        }
+        for x in 0..W {
+            a2[x] = p2.mul_add(vr[x], a2[x]);
+        }
+        for x in 0..W {
+            a3[x] = p3.mul_add(vr[x], a3[x]);
+        }
+    }
+    o0[..W].copy_from_slice(&a0);
+    o1[..W].copy_from_slice(&a1);
+    o2[..W].copy_from_slice(&a2);
+    o3[..W].copy_from_slice(&a3);
+}
+
+/// [`score_row`] of four query rows: 16 FMA chains, 20 loads per 16 FMAs (pairs: 12 per
+/// 8; the score loop is bound by its loads).
+#[inline(always)]
+fn score_rows4(kt: &[f32], q: [&[f32]; 4]) -> [[f32; 16]; 4] {
+    let (mut c0, mut c1) = ([[0f32; 16]; 4], [[0f32; 16]; 4]);
+    let (mut c2, mut c3) = ([[0f32; 16]; 4], [[0f32; 16]; 4]);
+    let qs = q[0]
+        .chunks_exact(4)
+        .zip(q[1].chunks_exact(4))
+        .zip(q[2].chunks_exact(4))
+        .zip(q[3].chunks_exact(4));
+    for (kr, (((q0, q1), q2), q3)) in kt.chunks_exact(64).zip(qs) {
+        for p in 0..4 {
+            let kr: &[f32; 16] = kr[16 * p..16 * p + 16].try_into().unwrap();
+            for k in 0..16 {
+                c0[p][k] = q0[p].mul_add(kr[k], c0[p][k]);
+            }
+            for k in 0..16 {
+                c1[p][k] = q1[p].mul_add(kr[k], c1[p][k]);
+            }
+            for k in 0..16 {
+                c2[p][k] = q2[p].mul_add(kr[k], c2[p][k]);
+            }
+            for k in 0..16 {
+                c3[p][k] = q3[p].mul_add(kr[k], c3[p][k]);
+            }
+        }
+    }
+    [
+        finish_scores(&c0, kt, q[0]),
+        finish_scores(&c1, kt, q[1]),
+        finish_scores(&c2, kt, q[2]),
+        finish_scores(&c3, kt, q[3]),
+    ]
 }
 
 /// [`score_row`] of two query rows (each row's operations its own, in the same order),
