@@ -17,26 +17,6 @@ fn rss_file() -> u64 {
     kb * 1024
 }
 
-/// Resident bytes of this process's mappings of the file named `name` (smaps `Rss`).
-fn mapped_rss(name: &str) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let (mut kb, mut inside) = (0u64, false);
-    for line in smaps.lines() {
-        let first = line.split_whitespace().next().unwrap_or("");
-        if first.contains('-') && !first.ends_with(':') {
-            inside = line.ends_with(name);
-        } else if inside && first == "Rss:" {
-            kb += line
-                .split_whitespace()
-                .nth(1)
-                .unwrap()
-                .parse::<u64>()
-                .unwrap();
-        }
-    }
-    kb * 1024
-}
-
 /// The tests measure the whole process's RSS: one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -108,8 +88,7 @@ fn loading_peaks_at_the_packed_copy_when_the_page_cache_holds_large_folios() {
     drop(std::fs::read(&path).unwrap()); // readahead: large folios where the fs has them
 
     let model = Model::load_with(&path, LoadOptions::default()).unwrap();
-    let name = path.file_name().unwrap().to_str().unwrap().to_string();
-    let mapped = mapped_rss(&name);
+    let mapped = model.gguf().resident_bytes().unwrap() as u64;
     std::fs::remove_file(&path).unwrap();
     let mib = |b: u64| b as f64 / 1048576.0;
     eprintln!(

@@ -233,11 +233,17 @@ fn weighted_block<const W: usize>(
     acc.copy_from_slice(&o[..W]);
     for (&pj, vr) in p.iter().zip(vt.chunks_exact(head_dim)) {
         let vr: &[f32; W] = vr[d0..d0 + W].try_into().unwrap();
-        for x in 0..W {
-            acc[x] = pj.mul_add(vr[x], acc[x]);
-        }
+        axpy(&mut acc, pj, vr);
     }
     o[..W].copy_from_slice(&acc);
+}
+
+/// `acc += p·v`, a fused multiply-add per element.
+#[inline(always)]
+fn axpy<const W: usize>(acc: &mut [f32; W], p: f32, v: &[f32; W]) {
+    for x in 0..W {
+        acc[x] = p.mul_add(v[x], acc[x]);
+    }
 }
 
 /// [`weighted_sum`] of two rows over the same keys: each row's additions are its own, in
@@ -282,12 +288,8 @@ fn weighted_block2<const W: usize>(
     a1.copy_from_slice(&o1[..W]);
     for ((&p0, &p1), vr) in p[0].iter().zip(p[1]).zip(vt.chunks_exact(head_dim)) {
         let vr: &[f32; W] = vr[d0..d0 + W].try_into().unwrap();
-        for x in 0..W {
-            a0[x] = p0.mul_add(vr[x], a0[x]);
-        }
-        for x in 0..W {
-            a1[x] = p1.mul_add(vr[x], a1[x]);
-        }
+        axpy(&mut a0, p0, vr);
+        axpy(&mut a1, p1, vr);
     }
     o0[..W].copy_from_slice(&a0);
     o1[..W].copy_from_slice(&a1);
@@ -323,18 +325,10 @@ fn weighted_block4(o: [&mut [f32]; 4], p: [&[f32]; 4], vt: &[f32], head_dim: usi
     let ps = p[0].iter().zip(p[1]).zip(p[2]).zip(p[3]);
     for ((((&p0, &p1), &p2), &p3), vr) in ps.zip(vt.chunks_exact(head_dim)) {
         let vr: &[f32; W] = vr[d0..d0 + W].try_into().unwrap();
-        for x in 0..W {
-            a0[x] = p0.mul_add(vr[x], a0[x]);
-        }
-        for x in 0..W {
-            a1[x] = p1.mul_add(vr[x], a1[x]);
-        }
-        for x in 0..W {
-            a2[x] = p2.mul_add(vr[x], a2[x]);
-        }
-        for x in 0..W {
-            a3[x] = p3.mul_add(vr[x], a3[x]);
-        }
+        axpy(&mut a0, p0, vr);
+        axpy(&mut a1, p1, vr);
+        axpy(&mut a2, p2, vr);
+        axpy(&mut a3, p3, vr);
     }
     o0[..W].copy_from_slice(&a0);
     o1[..W].copy_from_slice(&a1);
@@ -356,18 +350,10 @@ fn score_rows4(kt: &[f32], q: [&[f32]; 4]) -> [[f32; 16]; 4] {
     for (kr, (((q0, q1), q2), q3)) in kt.chunks_exact(64).zip(qs) {
         for p in 0..4 {
             let kr: &[f32; 16] = kr[16 * p..16 * p + 16].try_into().unwrap();
-            for k in 0..16 {
-                c0[p][k] = q0[p].mul_add(kr[k], c0[p][k]);
-            }
-            for k in 0..16 {
-                c1[p][k] = q1[p].mul_add(kr[k], c1[p][k]);
-            }
-            for k in 0..16 {
-                c2[p][k] = q2[p].mul_add(kr[k], c2[p][k]);
-            }
-            for k in 0..16 {
-                c3[p][k] = q3[p].mul_add(kr[k], c3[p][k]);
-            }
+            axpy(&mut c0[p], q0[p], kr);
+            axpy(&mut c1[p], q1[p], kr);
+            axpy(&mut c2[p], q2[p], kr);
+            axpy(&mut c3[p], q3[p], kr);
         }
     }
     [
@@ -390,12 +376,8 @@ fn score_rows2(kt: &[f32], q: [&[f32]; 2]) -> [[f32; 16]; 2] {
     {
         for p in 0..4 {
             let kr: &[f32; 16] = kr[16 * p..16 * p + 16].try_into().unwrap();
-            for k in 0..16 {
-                c0[p][k] = q0[p].mul_add(kr[k], c0[p][k]);
-            }
-            for k in 0..16 {
-                c1[p][k] = q1[p].mul_add(kr[k], c1[p][k]);
-            }
+            axpy(&mut c0[p], q0[p], kr);
+            axpy(&mut c1[p], q1[p], kr);
         }
     }
     [finish_scores(&c0, kt, q[0]), finish_scores(&c1, kt, q[1])]
@@ -411,9 +393,7 @@ fn score_row(kt: &[f32], q: &[f32]) -> [f32; 16] {
     for (kr, qd) in kt.chunks_exact(64).zip(q.chunks_exact(4)) {
         for p in 0..4 {
             let kr: &[f32; 16] = kr[16 * p..16 * p + 16].try_into().unwrap();
-            for k in 0..16 {
-                acc[p][k] = qd[p].mul_add(kr[k], acc[p][k]);
-            }
+            axpy(&mut acc[p], qd[p], kr);
         }
     }
     finish_scores(&acc, kt, q)

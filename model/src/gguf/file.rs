@@ -62,6 +62,28 @@ impl Gguf<Mmap> {
         self.release_pages(&within[lo - (w0 - base)..hi - (w0 - base)])
     }
 
+    /// Resident bytes of this file's mapping in this process (its `/proc/self/smaps`
+    /// `Rss`; unaffected by other mappings), or `None` where that is not readable (not
+    /// Linux). For tests and diagnostics of the releases above.
+    pub fn resident_bytes(&self) -> Option<usize> {
+        let base = self.backing().as_ptr() as usize;
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut ours = false;
+        for line in smaps.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+                // A mapping's header line: `start-end perms ...`, in hex.
+                let range =
+                    usize::from_str_radix(lo, 16).ok()?..usize::from_str_radix(hi, 16).ok()?;
+                ours = range.contains(&base);
+            } else if ours && first == "Rss:" {
+                let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+                return Some(kb * 1024);
+            }
+        }
+        None
+    }
+
     pub fn release_pages(&self, bytes: &[u8]) -> usize {
         let map = self.backing();
         let base = map.as_ptr() as usize;
@@ -142,28 +164,6 @@ mod tests {
     use crate::gguf::GgufWriter;
     use pocket_kernels::GgmlType;
 
-    /// Resident bytes of this process's mappings of the file named `name` (its `smaps`
-    /// entries: unaffected by what other tests map meanwhile).
-    fn resident_of(name: &str) -> usize {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut ours = false;
-        let mut kb = 0;
-        for line in smaps.lines() {
-            let first = line.split_whitespace().next().unwrap_or("");
-            if first.contains('-') && !first.ends_with(':') {
-                ours = line.contains(name); // a mapping's header line
-            } else if ours && first == "Rss:" {
-                kb += line
-                    .split_whitespace()
-                    .nth(1)
-                    .unwrap()
-                    .parse::<usize>()
-                    .unwrap();
-            }
-        }
-        kb * 1024
-    }
-
     #[test]
     fn release_around_drops_the_folio_span_of_a_read_clamped_to_its_table() {
         // A 12 MiB table, so a read in its middle has whole 2 MiB spans on both sides.
@@ -177,19 +177,19 @@ mod tests {
         let g = GgufFile::open(&path).unwrap();
         let (_, table) = g.tensor("t").unwrap();
         let off = table.as_ptr() as usize - g.backing().as_ptr() as usize; // file offset
-        let before = resident_of(&name);
+        let before = g.resident_bytes().unwrap();
 
         // A row in the middle: the whole 2 MiB span (in file offsets) around it.
         let at = 5 << 20;
         let row = &table[at..at + 1000];
         assert!(row.iter().map(|&b| b as u64).sum::<u64>() > 0);
-        let read = resident_of(&name);
+        let read = g.resident_bytes().unwrap();
         assert!(read > before, "the read mapped pages ({before} -> {read})");
         let span_lo = (off + at) / FOLIO_SPAN * FOLIO_SPAN;
         let span_hi = (off + at + 1000).div_ceil(FOLIO_SPAN) * FOLIO_SPAN;
         assert_eq!(g.release_around(row, table), span_hi - span_lo);
         assert_eq!(
-            resident_of(&name),
+            g.resident_bytes().unwrap(),
             before,
             "every page the read mapped is released"
         );
