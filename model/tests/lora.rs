@@ -157,7 +157,7 @@ fn bad_adapters_are_typed_errors() {
     let full = adapter_bytes(&model, &AdapterSpec::default());
     let cut = dir.join("cut.gguf");
     std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
-    let e = LoraAdapter::open_for(&cut, &model).unwrap_err();
+    let e = LoraAdapter::open_for(&cut, &model, lora::LoraForm::Int8).unwrap_err();
     assert!(matches!(e, LoraError::Gguf { .. }), "{e}");
     eprintln!("{e}");
     std::fs::remove_dir_all(&dir).ok();

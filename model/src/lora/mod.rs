@@ -318,33 +318,42 @@ impl LoraAdapter {
 
     /// The fast path's default form: each pair in int8 ([`PairQ8`]).
     pub fn to_int8(&self) -> LoraAdapter {
-        self.map_pairs(|p| {
-            let (a, b) = (p.a.to_f32(), p.b_rows());
-            LoraPair {
-                a: LoraMat::F32(Vec::new()),
-                b: LoraMat::F32(Vec::new()),
-                bt: None,
-                q8: Some(PairQ8::new(&a, &b, p.rank, p.n_in, p.n_out)),
-                ..p
-            }
-        })
+        self.map_pairs(LoraPair::to_int8)
     }
 
     /// The same adapter with bf16 elements (see [`LoraMat`]).
     pub fn to_bf16(&self) -> LoraAdapter {
-        self.map_pairs(|p| {
-            let LoraMat::Bf16(b) = LoraMat::F32(p.b_rows()).to_bf16() else {
-                unreachable!("to_bf16 gives bf16")
-            };
-            let bt = LoraMat::Bf16(lowrank::pack_bt(&b, p.n_out, p.rank));
-            LoraPair {
-                a: p.a.to_bf16(),
-                b: LoraMat::Bf16(Vec::new()),
-                bt: Some(bt),
-                q8: None,
-                ..p
-            }
-        })
+        self.map_pairs(LoraPair::to_bf16)
+    }
+}
+
+impl LoraPair {
+    /// This pair in int8 ([`PairQ8`]).
+    pub fn to_int8(self) -> LoraPair {
+        let (a, b) = (self.a.to_f32(), self.b_rows());
+        let q8 = PairQ8::new(&a, &b, self.rank, self.n_in, self.n_out);
+        LoraPair {
+            a: LoraMat::F32(Vec::new()),
+            b: LoraMat::F32(Vec::new()),
+            bt: None,
+            q8: Some(q8),
+            ..self
+        }
+    }
+
+    /// This pair with bf16 elements, `B` as `Bᵀ` panels.
+    pub fn to_bf16(self) -> LoraPair {
+        let LoraMat::Bf16(b) = LoraMat::F32(self.b_rows()).to_bf16() else {
+            unreachable!("to_bf16 gives bf16")
+        };
+        let bt = LoraMat::Bf16(lowrank::pack_bt(&b, self.n_out, self.rank));
+        LoraPair {
+            a: self.a.to_bf16(),
+            b: LoraMat::Bf16(Vec::new()),
+            bt: Some(bt),
+            q8: None,
+            ..self
+        }
     }
 }
 
@@ -413,10 +422,15 @@ impl LoraForm {
 
     /// `a` in this form.
     pub fn convert(self, a: LoraAdapter) -> LoraAdapter {
+        a.map_pairs(|p| self.pair(p))
+    }
+
+    /// A pair in this form.
+    pub fn pair(self, p: LoraPair) -> LoraPair {
         match self {
-            LoraForm::Int8 => a.to_int8(),
-            LoraForm::Bf16 => a.to_bf16(),
-            LoraForm::F32 => a,
+            LoraForm::Int8 => p.to_int8(),
+            LoraForm::Bf16 => p.to_bf16(),
+            LoraForm::F32 => p,
         }
     }
 }
@@ -440,7 +454,7 @@ pub fn attach(
     };
     let adapters: Vec<Arc<LoraAdapter>> = specs
         .iter()
-        .map(|(p, _)| Ok(Arc::new(form.convert(LoraAdapter::open_for(p, model)?))))
+        .map(|(p, _)| Ok(Arc::new(LoraAdapter::open_for(p, model, form)?)))
         .collect::<Result<_, LoraError>>()?;
     if merge {
         let scaled: Vec<(&LoraAdapter, f32)> = adapters

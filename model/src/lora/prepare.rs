@@ -19,19 +19,23 @@ use pocket_kernels::matmul::PackedMatrix;
 use pocket_kernels::GgmlType;
 
 use super::load::Base;
-use super::{LoraAdapter, LoraError, LoraPair, LoraSet, Proj};
+use super::{LoraAdapter, LoraError, LoraForm, LoraPair, LoraSet, Proj};
 use crate::linear::Linear;
 use crate::weights::{GateUp, Qkv};
 use crate::Model;
 
 impl LoraAdapter {
-    /// Opens an adapter and checks it against `model`.
-    pub fn open_for(path: impl AsRef<std::path::Path>, model: &Model) -> Result<Self, LoraError> {
+    /// Opens an adapter, checks it against `model` and holds it in `form`.
+    pub fn open_for(
+        path: impl AsRef<std::path::Path>,
+        model: &Model,
+        form: LoraForm,
+    ) -> Result<Self, LoraError> {
         let base = Base {
             gguf: model.gguf(),
             n_layer: model.config.n_layer,
         };
-        LoraAdapter::open(path, &base)
+        LoraAdapter::open_as(path, &base, form)
     }
 }
 
@@ -87,8 +91,9 @@ pub fn prepare(model: &mut Model, adapters: &[&LoraAdapter]) -> Result<(), LoraE
         let (bg, bu) = (bytes("ffn_gate")?, bytes("ffn_up")?);
         let stacked = PackedMatrix::pack_stacked(ty, &[(bg, n_ff), (bu, n_ff)], n_embd)
             .map_err(|e| err(l, e.to_string()))?;
-        g.release_pages(bg);
-        g.release_pages(bu);
+        // The 2 MiB folio spans a read can have mapped, as the loader releases them.
+        g.release_around(bg, g.bytes());
+        g.release_around(bu, g.bytes());
         model.weights.layers[l].gate_up = GateUp::Stacked(Linear::Packed(stacked));
     }
     Ok(())
