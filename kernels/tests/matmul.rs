@@ -296,6 +296,8 @@ proptest! {
             for t in 0..tokens {
                 prop_assert_eq!(a.row_qs(t), r.row_qs(t), "{}", isa);
                 prop_assert_eq!(a.row_sum(t), r.row_sum(t));
+                prop_assert_eq!(a.row_sum8(t), r.row_sum8(t));
+                prop_assert_eq!(a.row_sum16(t), r.row_sum16(t), "{}", isa);
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 prop_assert_eq!(bits(a.row_d(t)), bits(r.row_d(t)));
                 prop_assert_eq!(bits(a.row_ds(t)), bits(r.row_ds(t)));

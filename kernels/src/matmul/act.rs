@@ -281,7 +281,8 @@ impl RowsPart<'_> {
         if !x_copy.is_empty() {
             x_copy.copy_from_slice(x);
         }
-        if !quantize_simd(x, qs, d, sum, ds, isa) {
+        let filled = quantize_simd(x, qs, d, sum, ds, sum16, isa);
+        if filled == Filled::Nothing {
             for (b, (xb, qb)) in x.chunks_exact(QK).zip(qs.chunks_exact_mut(QK)).enumerate() {
                 let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
                 let db = amax / 127.0;
@@ -298,10 +299,14 @@ impl RowsPart<'_> {
                 ds[b] = db * s as f32;
             }
         }
-        // Sums derived from the codes, in one place for every path (an ISA path that
-        // forgot one once broke Q6_K on ARM only).
+        // Sums derived from the codes, here for every path but the one that has its
+        // halves' sums at hand (an ISA path that forgot one once broke Q6_K on ARM only:
+        // `quantize_is_identical_on_every_isa` compares them all).
         for (s8, s) in sum8.iter_mut().zip(sum.iter()) {
             *s8 = 8 * s;
+        }
+        if filled == Filled::WithHalves {
+            return;
         }
         for (s16, q) in sum16.iter_mut().zip(qs.chunks_exact(QK)) {
             let lo: i32 = q[..16].iter().map(|&v| v as i32).sum();
@@ -311,25 +316,43 @@ impl RowsPart<'_> {
     }
 }
 
-/// Fills `qs`, `d`, `sum` and `ds` with the ISA's kernel; false when there is none.
+/// What an ISA's quantization kernel filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Filled {
+    /// No kernel at this level: the scalar loop fills everything.
+    Nothing,
+    /// `qs`, `d`, `sum` and `ds`.
+    Codes,
+    /// Those and `sum16` (AVX-512 only).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    WithHalves,
+}
+
+/// Fills `qs`, `d`, `sum` and `ds` (and `sum16` on AVX-512) with the ISA's kernel.
 fn quantize_simd(
     x: &[f32],
     qs: &mut [i8],
     d: &mut [f32],
     sum: &mut [i32],
     ds: &mut [f32],
+    sum16: &mut [i32],
     isa: Isa,
-) -> bool {
+) -> Filled {
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512Vnni && isa.is_available() {
+        crate::arch::x86::act::quantize_avx512_checked(x, qs, d, sum, ds, sum16);
+        return Filled::WithHalves;
+    }
     #[cfg(target_arch = "x86_64")]
     if isa.has_avx2() && isa.is_available() {
         crate::arch::x86::act::quantize_checked(x, qs, d, sum, ds);
-        return true;
+        return Filled::Codes;
     }
     #[cfg(target_arch = "aarch64")]
     if matches!(isa, Isa::Neon | Isa::Dotprod | Isa::I8mm) && isa.is_available() {
         crate::arch::arm::act::quantize_checked(x, qs, d, sum, ds);
-        return true;
+        return Filled::Codes;
     }
-    let _ = (x, qs, d, sum, ds, isa);
-    false
+    let _ = (x, qs, d, sum, ds, sum16, isa);
+    Filled::Nothing
 }

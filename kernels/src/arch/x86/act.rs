@@ -84,3 +84,84 @@ pub unsafe fn quantize(x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32],
         ds[b] = dd * s as f32;
     }
 }
+
+/// Safe entry point: [`quantize_avx512`] after checking the CPU (panics without AVX-512
+/// F/BW/VL and AVX2/FMA/F16C).
+pub fn quantize_avx512_checked(
+    x: &[f32],
+    qs: &mut [i8],
+    d: &mut [f32],
+    sum: &mut [i32],
+    ds: &mut [f32],
+    sum16: &mut [i32],
+) {
+    assert!(
+        crate::Isa::Avx512Vnni.is_available(),
+        "AVX-512 kernels requested on a CPU without AVX-512"
+    );
+    // SAFETY: the CPU supports the AVX-512 level (checked just above).
+    unsafe { quantize_avx512(x, qs, d, sum, ds, sum16) }
+}
+
+/// [`quantize`] with 16-lane vectors, a block being two of them, which also writes each
+/// block's half-block code sums (`sum16`, [`crate::matmul::QuantizedActivation::row_sum16`]'s
+/// packing): the two vectors' own sums, where the common path adds 32 bytes one by one.
+/// The same bits as [`quantize`]: the same `amax / 127`, `1 / d` and products; the clamp to
+/// ±127 comes before the round-to-nearest-even conversion instead of after the rounding
+/// (the same integers: a value within ±127 rounds within ±127, one beyond clamps to ±127
+/// either way), and a NaN product is masked to 0. Measured: ~5 % of a one-thread SmolLM2
+/// pp512 went to quantization with the 8-lane body and the byte-wise `sum16` (perf).
+///
+/// # Safety
+/// CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (All lengths are checked.)
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+pub unsafe fn quantize_avx512(
+    x: &[f32],
+    qs: &mut [i8],
+    d: &mut [f32],
+    sum: &mut [i32],
+    ds: &mut [f32],
+    sum16: &mut [i32],
+) {
+    let nb = x.len() / 32;
+    assert!(x.len().is_multiple_of(32) && qs.len() == x.len());
+    assert!(d.len() == nb && sum.len() == nb && ds.len() == nb && sum16.len() == nb);
+    let (lim, nlim) = (_mm512_set1_ps(127.0), _mm512_set1_ps(-127.0));
+    for (b, (xb, qb)) in x.chunks_exact(32).zip(qs.chunks_exact_mut(32)).enumerate() {
+        // SAFETY: `xb` holds 32 f32 (two vectors).
+        let v = unsafe { [_mm512_loadu_ps(xb.as_ptr()), _mm512_loadu_ps(xb.as_ptr().add(16))] };
+        // amax, the running max second (`max_ps` returns its second operand when either is
+        // NaN: NaN inputs are skipped, as `f32::max` does in the scalar path; none reaches
+        // the reduction).
+        let mut m = _mm512_setzero_ps();
+        for vi in v {
+            m = _mm512_max_ps(_mm512_abs_ps(vi), m);
+        }
+        let amax = _mm512_reduce_max_ps(m);
+        let dd = amax / 127.0;
+        let id = if dd > 0.0 { 1.0 / dd } else { 0.0 };
+        let idv = _mm512_set1_ps(id);
+        let mut half = [0i32; 2];
+        for (k, vi) in v.into_iter().enumerate() {
+            let r = _mm512_mul_ps(vi, idv);
+            let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(r, r);
+            let r = _mm512_min_ps(_mm512_max_ps(r, nlim), lim);
+            let ints = _mm512_maskz_cvt_roundps_epi32::<
+                { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+            >(ordered, r);
+            // SAFETY: 16 code bytes at `qb[16k..]` are in bounds (`qb` holds 32).
+            unsafe {
+                _mm_storeu_si128(
+                    qb.as_mut_ptr().add(16 * k) as *mut __m128i,
+                    _mm512_cvtepi32_epi8(ints),
+                )
+            };
+            half[k] = _mm512_reduce_add_epi32(ints);
+        }
+        let s = half[0] + half[1];
+        d[b] = dd;
+        sum[b] = s;
+        ds[b] = dd * s as f32;
+        sum16[b] = (half[0] as i16 as u16 as u32 | (half[1] as i16 as u16 as u32) << 16) as i32;
+    }
+}

@@ -121,11 +121,27 @@ impl Kernels for Simd {
         chunk: &Chunk<Vec<u8>>,
         t: usize,
     ) -> [__m256; N] {
-        let layout = Layout::ALL[L as usize];
-        let src = src::<N>(layout, w.blocks(), chunk, t);
         // SAFETY: the token proves the CPU features.
-        unsafe { tile::<N>(layout, w, p, src) }
+        unsafe { avx2_tile::<N>(Layout::ALL[L as usize], w, p, chunk, t) }
     }
+}
+
+/// The AVX2 tile of `layout` for token tile `t` of `chunk`: [`Simd`]'s, and the VNNI
+/// levels' for the layouts without a VNNI tile (compiled into their roots).
+///
+/// # Safety
+/// Inside a root compiled with AVX2, FMA and F16C (or a superset of them).
+#[inline(always)]
+unsafe fn avx2_tile<const N: usize>(
+    layout: Layout,
+    w: &PackedMatrix,
+    p: usize,
+    chunk: &Chunk<Vec<u8>>,
+    t: usize,
+) -> [__m256; N] {
+    let src = src::<N>(layout, w.blocks(), chunk, t);
+    // SAFETY: contract.
+    unsafe { tile::<N>(layout, w, p, src) }
 }
 
 /// The staged chunk's interleaved records ([`interleave`]), for the layouts whose tiles read

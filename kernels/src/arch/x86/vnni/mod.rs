@@ -218,9 +218,8 @@ impl<D: Dp> Kernels for Vnni<D> {
             return unsafe { vnni_tile::<Y8<D>, N>(layout, panels(w, p), a, w.blocks()) };
         }
         // The AVX2 tiles (compiled into this level's root), as `super::Simd` picks them.
-        let src = super::src::<N>(layout, w.blocks(), chunk, t);
         // SAFETY: the token proves the CPU features (a superset of AVX2's).
-        unsafe { super::tile::<N>(layout, w, p, src) }
+        unsafe { super::avx2_tile::<N>(layout, w, p, chunk, t) }
     }
 
     #[inline(always)]
