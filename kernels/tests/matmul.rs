@@ -278,7 +278,8 @@ proptest! {
     #[test]
     fn quantize_is_identical_on_every_isa(
         tokens in 1usize..=3,
-        blocks in 1usize..=6,
+        // Up to 120 blocks: AVX-512 quantizes 16 at a time, then the rest one by one.
+        blocks in 1usize..=40,
         seed in any::<u64>(),
         specials in proptest::collection::vec((any::<prop::sample::Index>(), 0u8..5), 0..4),
     ) {

@@ -105,12 +105,14 @@ pub fn quantize_avx512_checked(
 
 /// [`quantize`] with 16-lane vectors, a block being two of them, which also writes each
 /// block's half-block code sums (`sum16`, [`crate::matmul::QuantizedActivation::row_sum16`]'s
-/// packing): the two vectors' own sums, where the common path adds 32 bytes one by one.
-/// The same bits as [`quantize`]: the same `amax / 127`, `1 / d` and products; the clamp to
-/// ±127 comes before the round-to-nearest-even conversion instead of after the rounding
-/// (the same integers: a value within ±127 rounds within ±127, one beyond clamps to ±127
-/// either way), and a NaN product is masked to 0. Measured: ~5 % of a one-thread SmolLM2
-/// pp512 went to quantization with the 8-lane body and the byte-wise `sum16` (perf).
+/// packing), the two vectors' own sums, where the common path adds 32 bytes one by one.
+/// Sixteen blocks at a time ([`group16`]): their maxima and sums are reduced together
+/// ([`fold16`]) and their scales divided in one vector, where one block at a time spent
+/// most of its instructions on horizontal reductions and two scalar divisions. The same
+/// bits as [`quantize`]: the same `amax / 127`, `1 / d` and products; the clamp to ±127
+/// comes before the round-to-nearest-even conversion instead of after the rounding (the
+/// same integers: a value within ±127 rounds within ±127, one beyond clamps to ±127 either
+/// way), and a NaN product is masked to 0.
 ///
 /// # Safety
 /// CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (All lengths are checked.)
@@ -126,36 +128,37 @@ pub unsafe fn quantize_avx512(
     let nb = x.len() / 32;
     assert!(x.len().is_multiple_of(32) && qs.len() == x.len());
     assert!(d.len() == nb && sum.len() == nb && ds.len() == nb && sum16.len() == nb);
+    let mut b = 0;
+    while b + 16 <= nb {
+        let out = Blocks16 {
+            qs: &mut qs[32 * b..32 * (b + 16)],
+            d: &mut d[b..b + 16],
+            sum: &mut sum[b..b + 16],
+            ds: &mut ds[b..b + 16],
+            sum16: &mut sum16[b..b + 16],
+        };
+        // SAFETY: in this function's features (contract); lengths as `group16` asks.
+        unsafe { group16(&x[32 * b..32 * (b + 16)], out) };
+        b += 16;
+    }
     let (lim, nlim) = (_mm512_set1_ps(127.0), _mm512_set1_ps(-127.0));
-    for (b, (xb, qb)) in x.chunks_exact(32).zip(qs.chunks_exact_mut(32)).enumerate() {
+    for b in b..nb {
+        let (xb, qb) = (&x[32 * b..32 * b + 32], &mut qs[32 * b..32 * b + 32]);
         // SAFETY: `xb` holds 32 f32 (two vectors).
-        let v = unsafe { [_mm512_loadu_ps(xb.as_ptr()), _mm512_loadu_ps(xb.as_ptr().add(16))] };
-        // amax, the running max second (`max_ps` returns its second operand when either is
-        // NaN: NaN inputs are skipped, as `f32::max` does in the scalar path; none reaches
-        // the reduction).
-        let mut m = _mm512_setzero_ps();
-        for vi in v {
-            m = _mm512_max_ps(_mm512_abs_ps(vi), m);
-        }
-        let amax = _mm512_reduce_max_ps(m);
+        let v = unsafe {
+            [
+                _mm512_loadu_ps(xb.as_ptr()),
+                _mm512_loadu_ps(xb.as_ptr().add(16)),
+            ]
+        };
+        let amax = _mm512_reduce_max_ps(abs_max(v));
         let dd = amax / 127.0;
         let id = if dd > 0.0 { 1.0 / dd } else { 0.0 };
         let idv = _mm512_set1_ps(id);
         let mut half = [0i32; 2];
         for (k, vi) in v.into_iter().enumerate() {
-            let r = _mm512_mul_ps(vi, idv);
-            let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(r, r);
-            let r = _mm512_min_ps(_mm512_max_ps(r, nlim), lim);
-            let ints = _mm512_maskz_cvt_roundps_epi32::<
-                { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
-            >(ordered, r);
-            // SAFETY: 16 code bytes at `qb[16k..]` are in bounds (`qb` holds 32).
-            unsafe {
-                _mm_storeu_si128(
-                    qb.as_mut_ptr().add(16 * k) as *mut __m128i,
-                    _mm512_cvtepi32_epi8(ints),
-                )
-            };
+            // SAFETY: in this function's features; 16 code bytes at `qb[16k..]` (of 32).
+            let ints = unsafe { codes(vi, idv, lim, nlim, qb.as_mut_ptr().add(16 * k)) };
             half[k] = _mm512_reduce_add_epi32(ints);
         }
         let s = half[0] + half[1];
@@ -163,5 +166,199 @@ pub unsafe fn quantize_avx512(
         sum[b] = s;
         ds[b] = dd * s as f32;
         sum16[b] = (half[0] as i16 as u16 as u32 | (half[1] as i16 as u16 as u32) << 16) as i32;
+    }
+}
+
+/// `max(|v₀|, |v₁|, 0)` per lane, the running max second (`max_ps` returns its second
+/// operand when either is NaN: NaN inputs are skipped, as `f32::max` does in the scalar
+/// path, and no NaN reaches the reductions after it).
+///
+/// # Safety
+/// Inside [`quantize_avx512`]'s features.
+#[inline(always)]
+unsafe fn abs_max(v: [__m512; 2]) -> __m512 {
+    let mut m = _mm512_setzero_ps();
+    for vi in v {
+        m = _mm512_max_ps(_mm512_abs_ps(vi), m);
+    }
+    m
+}
+
+/// One vector's codes: `v·id` clamped to ±127, NaN to 0, rounded to nearest even; stores
+/// the 16 int8 codes at `q` and returns them as int32.
+///
+/// # Safety
+/// Inside [`quantize_avx512`]'s features; `q` writable for 16 bytes.
+#[inline(always)]
+unsafe fn codes(v: __m512, id: __m512, lim: __m512, nlim: __m512, q: *mut i8) -> __m512i {
+    let r = _mm512_mul_ps(v, id);
+    let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(r, r);
+    let r = _mm512_min_ps(_mm512_max_ps(r, nlim), lim);
+    let ints = _mm512_maskz_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+        ordered, r,
+    );
+    // SAFETY: contract (the values are within ±127: truncating to bytes is exact).
+    unsafe { _mm_storeu_si128(q as *mut __m128i, _mm512_cvtepi32_epi8(ints)) };
+    ints
+}
+
+/// Sixteen blocks' outputs.
+struct Blocks16<'a> {
+    qs: &'a mut [i8],
+    d: &'a mut [f32],
+    sum: &'a mut [i32],
+    ds: &'a mut [f32],
+    sum16: &'a mut [i32],
+}
+
+/// Quantizes 16 blocks (`x`: 512 f32; `out` 512 codes and 16 of each per-block value).
+///
+/// # Safety
+/// Inside [`quantize_avx512`]'s features. (Lengths are checked.)
+#[inline(always)]
+unsafe fn group16(x: &[f32], out: Blocks16) {
+    assert!(x.len() == 512 && out.qs.len() == 512);
+    assert!(out.d.len() == 16 && out.sum.len() == 16 && out.ds.len() == 16);
+    assert!(out.sum16.len() == 16);
+    let (lim, nlim) = (_mm512_set1_ps(127.0), _mm512_set1_ps(-127.0));
+    // Vector i < 32 of `x`, inside an `unsafe` block (`x` holds 512 f32, checked). A
+    // macro, not a closure: a closure is compiled without the features.
+    macro_rules! load {
+        ($i:expr) => {
+            _mm512_loadu_ps(x.as_ptr().add(16 * $i))
+        };
+    }
+    let mut m = [_mm512_setzero_ps(); 16];
+    for (j, m) in m.iter_mut().enumerate() {
+        // SAFETY: inside the features (contract); vectors 2j, 2j + 1 < 32 of `x`.
+        *m = unsafe { abs_max([load!(2 * j), load!(2 * j + 1)]) };
+    }
+    // SAFETY: inside the features (contract).
+    let amax = unsafe { fold16::<Max>(m) };
+    let dv = _mm512_div_ps(amax, _mm512_set1_ps(127.0));
+    // `1 / d` where `d > 0`, else 0 (as the scalar path's `if`).
+    let positive = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(dv, _mm512_setzero_ps());
+    let idv = _mm512_maskz_div_ps(positive, _mm512_set1_ps(1.0), dv);
+    let mut id = [0f32; 16];
+    // SAFETY: 16 f32 each.
+    unsafe {
+        _mm512_storeu_ps(id.as_mut_ptr(), idv);
+        _mm512_storeu_ps(out.d.as_mut_ptr(), dv);
+    }
+    let mut halves = [[_mm512_setzero_ps(); 16]; 2];
+    for j in 0..16 {
+        let idj = _mm512_set1_ps(id[j]);
+        for k in 0..2 {
+            // SAFETY: inside the features; vector 2j + k < 32 of `x`, codes `32j + 16k
+            // ..+16` of the 512 (checked).
+            let ints = unsafe {
+                codes(
+                    load!(2 * j + k),
+                    idj,
+                    lim,
+                    nlim,
+                    out.qs.as_mut_ptr().add(32 * j + 16 * k),
+                )
+            };
+            halves[k][j] = _mm512_castsi512_ps(ints);
+        }
+    }
+    // SAFETY: inside the features (contract).
+    let (lo, hi) = unsafe {
+        (
+            _mm512_castps_si512(fold16::<AddI32>(halves[0])),
+            _mm512_castps_si512(fold16::<AddI32>(halves[1])),
+        )
+    };
+    let s = _mm512_add_epi32(lo, hi);
+    // `d·Σq` as the scalar `dd * s as f32` (the conversion rounds to nearest even, as `as`).
+    let dsv = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(s));
+    let packed = _mm512_or_si512(
+        _mm512_and_si512(lo, _mm512_set1_epi32(0xffff)),
+        _mm512_slli_epi32::<16>(hi),
+    );
+    // SAFETY: 16 values each (checked).
+    unsafe {
+        _mm512_storeu_si512(out.sum.as_mut_ptr() as *mut __m512i, s);
+        _mm512_storeu_ps(out.ds.as_mut_ptr(), dsv);
+        _mm512_storeu_si512(out.sum16.as_mut_ptr() as *mut __m512i, packed);
+    }
+}
+
+/// An associative, commutative lane-wise operation for [`fold16`] (a trait, not a closure:
+/// a closure is compiled without the caller's target features).
+trait Lanewise {
+    /// # Safety
+    /// Inside [`quantize_avx512`]'s features.
+    unsafe fn op(a: __m512, b: __m512) -> __m512;
+}
+
+/// `max` of f32 lanes (no NaN reaches it: [`abs_max`]).
+struct Max;
+
+impl Lanewise for Max {
+    #[inline(always)]
+    unsafe fn op(a: __m512, b: __m512) -> __m512 {
+        _mm512_max_ps(a, b)
+    }
+}
+
+/// Sum of int32 lanes (held in f32 vectors; exact).
+struct AddI32;
+
+impl Lanewise for AddI32 {
+    #[inline(always)]
+    unsafe fn op(a: __m512, b: __m512) -> __m512 {
+        let s = _mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b));
+        _mm512_castsi512_ps(s)
+    }
+}
+
+/// Lane `j` of the result = `O` over all 16 lanes of `v[j]`: a transposing reduction in 45
+/// shuffles and operations for 16 vectors (one vector's own reduction takes 8). Each level
+/// pairs vectors and halves the lanes per vector that still need combining: 256-bit halves,
+/// then 128-bit quarters, then pairs, then single lanes; lane `4k + r` then holds vector
+/// `4r + k`, which the last permutation puts in place.
+///
+/// # Safety
+/// Inside [`quantize_avx512`]'s features.
+#[inline(always)]
+unsafe fn fold16<O: Lanewise>(v: [__m512; 16]) -> __m512 {
+    // SAFETY: inside the features (contract).
+    unsafe {
+        // Level 1: lanes 0-7 of c[i] combine v[2i]'s halves, lanes 8-15 v[2i+1]'s.
+        let mut c = [_mm512_setzero_ps(); 8];
+        for i in 0..8 {
+            let (a, b) = (v[2 * i], v[2 * i + 1]);
+            c[i] = O::op(
+                _mm512_shuffle_f32x4::<0x44>(a, b),
+                _mm512_shuffle_f32x4::<0xEE>(a, b),
+            );
+        }
+        // Level 2: quarter k of e[i] holds vector 4i + k (4 lanes to combine).
+        let mut e = [_mm512_setzero_ps(); 4];
+        for i in 0..4 {
+            let (a, b) = (c[2 * i], c[2 * i + 1]);
+            e[i] = O::op(
+                _mm512_shuffle_f32x4::<0x88>(a, b),
+                _mm512_shuffle_f32x4::<0xDD>(a, b),
+            );
+        }
+        // Level 3: in quarter k of g[i], lanes 0-1 hold vector 8i + k, lanes 2-3 8i + 4 + k.
+        let mut g = [_mm512_setzero_ps(); 2];
+        for i in 0..2 {
+            let (a, b) = (e[2 * i], e[2 * i + 1]);
+            g[i] = O::op(
+                _mm512_shuffle_ps::<0x44>(a, b),
+                _mm512_shuffle_ps::<0xEE>(a, b),
+            );
+        }
+        // Level 4: lane 4k + r holds vector 4r + k.
+        let f = O::op(
+            _mm512_shuffle_ps::<0x88>(g[0], g[1]),
+            _mm512_shuffle_ps::<0xDD>(g[0], g[1]),
+        );
+        let lane_of = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        _mm512_permutexvar_ps(lane_of, f)
     }
 }
