@@ -340,7 +340,14 @@ fn quantize_simd(
 ) -> Filled {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512Vnni && isa.is_available() {
-        crate::arch::x86::act::quantize_avx512_checked(x, qs, d, sum, ds, sum16);
+        let out = crate::arch::x86::act::Blocks {
+            qs,
+            d,
+            sum,
+            ds,
+            sum16,
+        };
+        crate::arch::x86::act::quantize_avx512_checked(x, out);
         return Filled::WithHalves;
     }
     #[cfg(target_arch = "x86_64")]

@@ -87,20 +87,23 @@ pub unsafe fn quantize(x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32],
 
 /// Safe entry point: [`quantize_avx512`] after checking the CPU (panics without AVX-512
 /// F/BW/VL and AVX2/FMA/F16C).
-pub fn quantize_avx512_checked(
-    x: &[f32],
-    qs: &mut [i8],
-    d: &mut [f32],
-    sum: &mut [i32],
-    ds: &mut [f32],
-    sum16: &mut [i32],
-) {
+pub fn quantize_avx512_checked(x: &[f32], out: Blocks) {
     assert!(
         crate::Isa::Avx512Vnni.is_available(),
         "AVX-512 kernels requested on a CPU without AVX-512"
     );
     // SAFETY: the CPU supports the AVX-512 level (checked just above).
-    unsafe { quantize_avx512(x, qs, d, sum, ds, sum16) }
+    unsafe { quantize_avx512(x, out) }
+}
+
+/// Where [`quantize_avx512`] writes: per 32-block of the input, 32 codes, `d`, `Σq`,
+/// `d·Σq` and the half-block sums.
+pub struct Blocks<'a> {
+    pub qs: &'a mut [i8],
+    pub d: &'a mut [f32],
+    pub sum: &'a mut [i32],
+    pub ds: &'a mut [f32],
+    pub sum16: &'a mut [i32],
 }
 
 /// [`quantize`] with 16-lane vectors, a block being two of them, which also writes each
@@ -117,20 +120,20 @@ pub fn quantize_avx512_checked(
 /// # Safety
 /// CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (All lengths are checked.)
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
-pub unsafe fn quantize_avx512(
-    x: &[f32],
-    qs: &mut [i8],
-    d: &mut [f32],
-    sum: &mut [i32],
-    ds: &mut [f32],
-    sum16: &mut [i32],
-) {
+pub unsafe fn quantize_avx512(x: &[f32], out: Blocks) {
+    let Blocks {
+        qs,
+        d,
+        sum,
+        ds,
+        sum16,
+    } = out;
     let nb = x.len() / 32;
     assert!(x.len().is_multiple_of(32) && qs.len() == x.len());
     assert!(d.len() == nb && sum.len() == nb && ds.len() == nb && sum16.len() == nb);
     let mut b = 0;
     while b + 16 <= nb {
-        let out = Blocks16 {
+        let out = Blocks {
             qs: &mut qs[32 * b..32 * (b + 16)],
             d: &mut d[b..b + 16],
             sum: &mut sum[b..b + 16],
@@ -202,21 +205,12 @@ unsafe fn codes(v: __m512, id: __m512, lim: __m512, nlim: __m512, q: *mut i8) ->
     ints
 }
 
-/// Sixteen blocks' outputs.
-struct Blocks16<'a> {
-    qs: &'a mut [i8],
-    d: &'a mut [f32],
-    sum: &'a mut [i32],
-    ds: &'a mut [f32],
-    sum16: &'a mut [i32],
-}
-
 /// Quantizes 16 blocks (`x`: 512 f32; `out` 512 codes and 16 of each per-block value).
 ///
 /// # Safety
 /// Inside [`quantize_avx512`]'s features. (Lengths are checked.)
 #[inline(always)]
-unsafe fn group16(x: &[f32], out: Blocks16) {
+unsafe fn group16(x: &[f32], out: Blocks) {
     assert!(x.len() == 512 && out.qs.len() == 512);
     assert!(out.d.len() == 16 && out.sum.len() == 16 && out.ds.len() == 16);
     assert!(out.sum16.len() == 16);
@@ -326,38 +320,25 @@ impl Lanewise for AddI32 {
 unsafe fn fold16<O: Lanewise>(v: [__m512; 16]) -> __m512 {
     // SAFETY: inside the features (contract).
     unsafe {
-        // Level 1: lanes 0-7 of c[i] combine v[2i]'s halves, lanes 8-15 v[2i+1]'s.
-        let mut c = [_mm512_setzero_ps(); 8];
-        for i in 0..8 {
-            let (a, b) = (v[2 * i], v[2 * i + 1]);
-            c[i] = O::op(
-                _mm512_shuffle_f32x4::<0x44>(a, b),
-                _mm512_shuffle_f32x4::<0xEE>(a, b),
-            );
+        // One level: out[i] = O(lo-shuffle, hi-shuffle) of the pair v[2i], v[2i + 1].
+        macro_rules! level {
+            ($v:expr, $n:literal, $shuffle:ident, $lo:literal, $hi:literal) => {{
+                let mut out = [_mm512_setzero_ps(); $n];
+                for i in 0..$n {
+                    let (a, b) = ($v[2 * i], $v[2 * i + 1]);
+                    out[i] = O::op($shuffle::<$lo>(a, b), $shuffle::<$hi>(a, b));
+                }
+                out
+            }};
         }
-        // Level 2: quarter k of e[i] holds vector 4i + k (4 lanes to combine).
-        let mut e = [_mm512_setzero_ps(); 4];
-        for i in 0..4 {
-            let (a, b) = (c[2 * i], c[2 * i + 1]);
-            e[i] = O::op(
-                _mm512_shuffle_f32x4::<0x88>(a, b),
-                _mm512_shuffle_f32x4::<0xDD>(a, b),
-            );
-        }
-        // Level 3: in quarter k of g[i], lanes 0-1 hold vector 8i + k, lanes 2-3 8i + 4 + k.
-        let mut g = [_mm512_setzero_ps(); 2];
-        for i in 0..2 {
-            let (a, b) = (e[2 * i], e[2 * i + 1]);
-            g[i] = O::op(
-                _mm512_shuffle_ps::<0x44>(a, b),
-                _mm512_shuffle_ps::<0xEE>(a, b),
-            );
-        }
-        // Level 4: lane 4k + r holds vector 4r + k.
-        let f = O::op(
-            _mm512_shuffle_ps::<0x88>(g[0], g[1]),
-            _mm512_shuffle_ps::<0xDD>(g[0], g[1]),
-        );
+        // Lanes 0-7 of c[i] combine v[2i]'s halves, lanes 8-15 v[2i+1]'s.
+        let c = level!(v, 8, _mm512_shuffle_f32x4, 0x44, 0xEE);
+        // Quarter k of e[i] holds vector 4i + k (4 lanes to combine).
+        let e = level!(c, 4, _mm512_shuffle_f32x4, 0x88, 0xDD);
+        // In quarter k of g[i], lanes 0-1 hold vector 8i + k, lanes 2-3 8i + 4 + k.
+        let g = level!(e, 2, _mm512_shuffle_ps, 0x44, 0xEE);
+        // Lane 4k + r holds vector 4r + k.
+        let f = level!(g, 1, _mm512_shuffle_ps, 0x88, 0xDD)[0];
         let lane_of = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
         _mm512_permutexvar_ps(lane_of, f)
     }
