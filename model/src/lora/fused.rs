@@ -28,9 +28,13 @@ use super::apply::LoraRuns;
 use super::{LoraPair, Proj};
 use crate::linear::{ItemTail, PANEL_SPLIT_TOKENS};
 
-/// Rows of `A x` a thread claims at a time ([`Fused::claim_rows`]): a claim is one atomic
-/// add, a row ~0.1 µs of work.
-const CLAIM: usize = 4;
+/// Rows of `A x` a thread claims at a time ([`Fused::claim_rows`]): a claim is two atomic
+/// adds on lines both threads use, a row ~0.1 µs of work. 16 (a rank-16 pair, its `A x`
+/// one cache line of `mids`) rather than 4, with which both threads wrote into one
+/// line: rank-16 adapter on MNN-Pocket Q4_1, 2 threads, `pocket bench --interleave`, four
+/// alternating rounds on the Sapphire Rapids-class VM: decode cost +14.0 / 16.4 / 15.1 /
+/// 12.0 % against +19.3 / 21.7 / 15.8 / 17.7 % with 4.
+const CLAIM: usize = 16;
 
 /// Where projection `proj`'s outputs are in each output row of a product: columns
 /// `offset .. offset + n_out` (a fused Q/K/V or stacked gate/up row holds several).
