@@ -9,9 +9,15 @@ use pocket_kernels::attention::{attend, F16Rows, KvRows, QueryBlock};
 use pocket_kernels::Isa;
 
 /// Layer `l` of a cache, as the kernel reads it.
-struct LayerRows<'a> {
+pub(crate) struct LayerRows<'a> {
     cache: &'a KvCache,
     l: usize,
+}
+
+impl<'a> LayerRows<'a> {
+    pub(crate) fn new(cache: &'a KvCache, l: usize) -> Self {
+        LayerRows { cache, l }
+    }
 }
 
 impl KvRows for LayerRows<'_> {

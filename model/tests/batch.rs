@@ -186,6 +186,51 @@ fn batched_sequences_are_bit_identical_to_alone_gemma3() {
     check_model("gemma-3-270m-q4_k_m.gguf");
 }
 
+/// Past 512 cached keys a one-token step splits each KV head's keys between the threads
+/// at segment boundaries and merges them in order (prefill does not split): decode rows
+/// of a long cache equal the same tokens' prompt rows bit for bit (SmolLM2: 3 KV heads;
+/// gemma3: one, and sliding windows of 512 that start inside a segment).
+fn check_long_cache_decode(name: &str) {
+    let m = load(name, Numerics::Fast);
+    let v = m.config.n_vocab;
+    let text = PROMPTS.join(" ").repeat(40);
+    let mut toks = m.tokenizer.encode(&text, true, false);
+    toks.truncate(1100);
+    assert_eq!(toks.len(), 1100, "{name}: the text is long enough");
+    let o = SessionOptions {
+        n_ctx: 1152,
+        n_threads: 2,
+        ..Default::default()
+    };
+    let mut whole = Session::new(&m, o);
+    whole.logits_all = true;
+    let want: Vec<Vec<u32>> = whole
+        .prefill(&toks)
+        .unwrap()
+        .chunks_exact(v)
+        .map(bits)
+        .collect();
+    let mut s = Session::new(&m, o);
+    s.prefill(&toks[..1090]).unwrap();
+    for (i, &t) in toks.iter().enumerate().skip(1090) {
+        let got = bits(s.decode(t).unwrap());
+        assert!(
+            got == want[i],
+            "{name}: decode of position {i} differs from its prompt row"
+        );
+    }
+}
+
+#[test]
+fn long_cache_decode_equals_prompt_rows_smollm2() {
+    check_long_cache_decode("SmolLM2-135M-Instruct.Q4_1.gguf");
+}
+
+#[test]
+fn long_cache_decode_equals_prompt_rows_gemma3() {
+    check_long_cache_decode("gemma-3-270m-q4_k_m.gguf");
+}
+
 #[test]
 fn bad_rows_are_errors_before_any_work() {
     let m = Model::load(fixture("models/SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();

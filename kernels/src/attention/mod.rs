@@ -2,21 +2,26 @@
 //! grouped-query: the query heads that share a KV head are processed together, so each
 //! cached K and V row is read (and converted to f32) once per call for the whole group and
 //! block of query rows. Scores, softmax and the weighted V sum are f32, computed on tiles
-//! of 16 keys ([`tiled`]): 1.9x faster than one dot product per (query, key) on a pp512
-//! layer of MNN-Pocket.
+//! of 16 keys ([`tiled`]) with an online softmax over chunks of 128 keys ([`online`]):
+//! 1.9x faster than one dot product per (query, key) on a pp512 layer of MNN-Pocket.
+//! [`attend_segments`] + [`merge_rows`] compute the same output with the keys split at
+//! [`SEGMENT`] boundaries between calls (threads), bit for bit.
 //!
 //! [`attend`] dispatches on an [`Isa`]: AVX2 runs the tiled body compiled with
-//! `avx2,fma,f16c` (`arch::x86::attention`: its loops vectorize 8-wide), every other level
-//! the same body without target features (aarch64: NEON is baseline, so that body is
-//! already NEON code; a hand-written NEON twin is not needed). The arithmetic is the same
-//! on every level but the softmax's `exp` ([`crate::ops::softmax::softmax_with`]).
+//! `avx2,fma,f16c` (`arch::x86::attention`: its loops vectorize 8-wide), AVX-512 with its
+//! features, every other level the same body without target features (aarch64: NEON is
+//! baseline, so that body is already NEON code; a hand-written NEON twin is not needed).
+//! The arithmetic is the same on every level, its exp included ([`online`]).
 //!
 //! The cache stays with its owner: the kernel reads rows through [`KvRows`]
 //! ([`F16Rows`]: f16 slices with a row stride).
 
+mod online;
 #[cfg(test)]
 mod tests;
 pub(crate) mod tiled;
+
+pub use online::{merge_segment, normalize, RowState, SEGMENT};
 
 use crate::Isa;
 use half::f16;
@@ -122,6 +127,10 @@ pub struct AttnScratch {
     kt: Vec<f32>,
     /// One tile of 16 value rows (`16 x head_dim`).
     vt: Vec<f32>,
+    /// The current segment's row states and outputs, and the states merged so far.
+    state: Vec<RowState>,
+    out: Vec<f32>,
+    total: Vec<RowState>,
 }
 
 /// Attention of the block `a` over `kv`: `out.len() / a.len` query rows, row `i`'s output
@@ -136,7 +145,76 @@ pub fn attend<R: KvRows>(kv: &R, a: &QueryBlock, out: &mut [f32], s: &mut AttnSc
     if isa.has_avx2() && isa.is_available() {
         return crate::arch::x86::attention::attend_checked(kv, a, out, s, isa);
     }
-    tiled::attend_body(kv, a, out, s, isa, ByRow)
+    let _ = isa; // (the body's arithmetic is the same on every level)
+    tiled::attend_body(kv, a, out, s, ByRow)
+}
+
+/// The segments ([`SEGMENT`] keys at multiples of it) holding keys that some token of a
+/// block sees: `bt` tokens at `pos0..`, a sliding `window` (0: none) as in [`QueryBlock`].
+pub fn segments(pos0: usize, bt: usize, window: usize) -> std::ops::Range<usize> {
+    let first = if window > 0 {
+        (pos0 + 1).saturating_sub(window)
+    } else {
+        0
+    };
+    first / SEGMENT..(pos0 + bt.max(1) - 1) / SEGMENT + 1
+}
+
+/// [`attend`] over the keys of segments `segs` only (some of [`segments`]), without the
+/// merge: segment `segs.start + j`'s row states go to `states[j·rows ..][..rows]` and its
+/// un-normalized outputs to `outs[j·rows·head_dim ..]` (`rows` = query rows × heads, in
+/// `out`'s order). Merging every segment of [`segments`] in order with [`merge_segment`]
+/// and dividing with [`normalize`] gives [`attend`]'s output bit for bit, however the
+/// segments were split between calls ([`merge_rows`] does it).
+pub fn attend_segments<R: KvRows>(
+    kv: &R,
+    a: &QueryBlock,
+    segs: std::ops::Range<usize>,
+    states: &mut [RowState],
+    outs: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
+) {
+    let rows = states.len() / segs.len().max(1);
+    assert!(
+        rows > 0 && rows * segs.len() == states.len() && rows.is_multiple_of(a.len / a.head_dim),
+        "{} states are not whole rows of {} segments",
+        states.len(),
+        segs.len()
+    );
+    let bt = rows / (a.len / a.head_dim);
+    check(a, bt * a.len);
+    assert_eq!(
+        outs.len(),
+        states.len() * a.head_dim,
+        "outputs of {} rows",
+        states.len()
+    );
+    #[cfg(target_arch = "x86_64")]
+    if isa.has_avx2() && isa.is_available() {
+        return crate::arch::x86::attention::segments_checked(kv, a, segs, states, outs, s, isa);
+    }
+    let _ = isa;
+    tiled::segments_into(kv, a, segs, states, outs, s, ByRow)
+}
+
+/// Merges the per-segment results of [`attend_segments`] (`states` and `outs` of
+/// consecutive segments, `states.len() / rows` of them, in order) and normalizes them into
+/// `out` (`rows × head_dim` values, in [`attend`]'s order): [`attend`]'s output.
+pub fn merge_rows(states: &[RowState], outs: &[f32], out: &mut [f32], head_dim: usize, isa: Isa) {
+    let rows = out.len() / head_dim;
+    assert!(
+        rows > 0 && out.len() == rows * head_dim && states.len().is_multiple_of(rows),
+        "{} states are not whole segments of {rows} rows",
+        states.len()
+    );
+    assert_eq!(outs.len(), states.len() * head_dim);
+    #[cfg(target_arch = "x86_64")]
+    if isa.has_avx2() && isa.is_available() {
+        return crate::arch::x86::attention::merge_checked(states, outs, out, head_dim, isa);
+    }
+    let _ = isa;
+    tiled::merge_rows(states, outs, out, head_dim)
 }
 
 fn check(a: &QueryBlock, out_len: usize) {

@@ -147,6 +147,14 @@ fn cases() -> Vec<Case> {
     v.push(Case::new(&mut rng, 64, 3, 1, 15, 0));
     v.push(Case::new(&mut rng, 64, 2, 16, 16, 0));
     v.push(Case::new(&mut rng, 128, 2, 5, 90, 0));
+    // Several online-softmax chunks (128 keys at absolute multiples of 128): a block that
+    // crosses a chunk boundary, windows that start in an earlier chunk, one that ends inside
+    // the block's first chunk, and a block longer than a chunk.
+    v.push(Case::new(&mut rng, 64, 2, 9, 250, 0));
+    v.push(Case::new(&mut rng, 64, 3, 7, 300, 200));
+    v.push(Case::new(&mut rng, 128, 2, 9, 122, 0));
+    v.push(Case::new(&mut rng, 80, 1, 5, 126, 130));
+    v.push(Case::new(&mut rng, 64, 2, 140, 100, 60));
     v
 }
 
@@ -175,7 +183,7 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
 fn every_level_equals_the_generic_body() {
     for_each_run(|c, isa, g, got, s| {
         let mut want = vec![f32::NAN; got.len()];
-        attend_body(&c.rows(), &c.block(g), &mut want, s, isa, super::ByRow);
+        attend_body(&c.rows(), &c.block(g), &mut want, s, super::ByRow);
         assert!(
             same_bits(got, &want),
             "{isa} hd {} pos0 {} bt {}: not bit-identical",
@@ -203,22 +211,8 @@ fn paired_rows_equal_rows_alone() {
         for g in 0..c.n_kv {
             let n = c.bt * c.group * c.head_dim;
             let (mut alone, mut paired) = (vec![f32::NAN; n], vec![f32::NAN; n]);
-            attend_body(
-                &c.rows(),
-                &c.block(g),
-                &mut alone,
-                &mut s,
-                Isa::Scalar,
-                super::ByRow,
-            );
-            attend_body(
-                &c.rows(),
-                &c.block(g),
-                &mut paired,
-                &mut s,
-                Isa::Scalar,
-                ByRowPaired,
-            );
+            attend_body(&c.rows(), &c.block(g), &mut alone, &mut s, super::ByRow);
+            attend_body(&c.rows(), &c.block(g), &mut paired, &mut s, ByRowPaired);
             assert!(
                 same_bits(&alone, &paired),
                 "hd {} group {} pos0 {} bt {} window {}: paired rows differ",
@@ -254,6 +248,7 @@ fn every_level_is_close_to_scalar() {
 
 #[test]
 fn matches_the_definition() {
+    let (mut worst, mut sq, mut n) = (0f64, 0f64, 0f64);
     for_each_run(|c, isa, g, got, _| {
         let len = c.group * c.head_dim;
         for i in 0..c.bt {
@@ -261,6 +256,8 @@ fn matches_the_definition() {
                 let want = c.naive(g, i, h);
                 let row = &got[i * len + h * c.head_dim..][..c.head_dim];
                 for (d, (x, y)) in row.iter().zip(&want).enumerate() {
+                    let e = (*x as f64 - y).abs();
+                    (worst, sq, n) = (worst.max(e), sq + e * e, n + 1.0);
                     assert!(
                         (*x as f64 - y).abs() < 1e-5,
                         "{isa} hd {} pos0 {} window {} row {i} head {h} dim {d}: {x} vs {y}",
@@ -272,6 +269,10 @@ fn matches_the_definition() {
             }
         }
     });
+    eprintln!(
+        "|attention - definition|: max {worst:e}, rms {:e}",
+        (sq / n).sqrt()
+    );
 }
 
 /// A block of rows gives each row what it gets alone (decode = prefill, bit for bit).
@@ -296,6 +297,70 @@ fn a_block_equals_its_rows_one_at_a_time() {
             }
         }
     }
+}
+
+/// The keys split at every segment boundary between two calls of `attend_segments`, then
+/// merged: `attend`'s output bit for bit (decode splits a long cache's keys between
+/// threads this way).
+#[test]
+fn segments_split_anywhere_equal_attend() {
+    let mut s = AttnScratch::default();
+    let mut cases = cases();
+    // Long caches: several segments, windows starting in an earlier one.
+    let mut rng = Rng(11);
+    cases.push(Case::new(&mut rng, 64, 7, 1, 1500, 0));
+    cases.push(Case::new(&mut rng, 64, 7, 3, 1100, 700));
+    cases.push(Case::new(&mut rng, 128, 2, 9, 1020, 0));
+    for c in cases {
+        for isa in Isa::available() {
+            let want = c.run(1, isa, &mut s);
+            let a = c.block(1);
+            let segs = super::segments(a.pos0, c.bt, a.window);
+            let rows = c.bt * c.group;
+            let n = segs.len();
+            for cut in segs.start..=segs.end {
+                let mut states = vec![super::RowState::EMPTY; n * rows];
+                let mut outs = vec![f32::NAN; n * rows * c.head_dim];
+                let (s0, s1) = states.split_at_mut((cut - segs.start) * rows);
+                let (o0, o1) = outs.split_at_mut((cut - segs.start) * rows * c.head_dim);
+                if cut > segs.start {
+                    super::attend_segments(&c.rows(), &a, segs.start..cut, s0, o0, &mut s, isa);
+                }
+                if cut < segs.end {
+                    super::attend_segments(&c.rows(), &a, cut..segs.end, s1, o1, &mut s, isa);
+                }
+                let mut got = vec![f32::NAN; want.len()];
+                super::merge_rows(&states, &outs, &mut got, c.head_dim, isa);
+                assert!(
+                    same_bits(&got, &want),
+                    "{isa} hd {} pos0 {} bt {} window {}: split at segment {cut} of {segs:?}",
+                    c.head_dim,
+                    c.pos0,
+                    c.bt,
+                    c.window
+                );
+            }
+        }
+    }
+}
+
+/// The body's exp against `f32::exp` where softmax uses it (x <= 0): within 2 ulp of
+/// `exp` (relative 2.4e-7) down to -87, exactly 0 below it and for -inf.
+#[test]
+fn exp_lane_is_exp() {
+    use super::online::exp_lane;
+    let mut worst = 0f64;
+    let mut x = 0f32;
+    while x > -87.0 {
+        let want = (x as f64).exp();
+        let got = exp_lane(x) as f64;
+        worst = worst.max((got - want).abs() / want);
+        x -= 0.001_37;
+    }
+    assert!(worst < 2.4e-7, "relative error {worst}");
+    assert_eq!(exp_lane(0.0), 1.0);
+    assert_eq!(exp_lane(-87.5), 0.0);
+    assert_eq!(exp_lane(f32::NEG_INFINITY), 0.0);
 }
 
 #[test]

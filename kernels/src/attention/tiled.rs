@@ -1,174 +1,245 @@
-//! The tiled attention body: scores by tiles of 16 transposed keys, softmax per row,
-//! the weighted V sum by tiles of 16 value rows with 32 output dims in registers. Every
-//! product-sum is an explicit fused multiply-add (`mul_add`, one rounding) in a fixed
-//! order, so compiling it with more target features (`arch::x86::attention`) vectorizes it
-//! without changing a bit (without FMA hardware the scalar build calls `fmaf`: slow, same
-//! bits). On AVX-512 ([`FillTiles::PAIR_ROWS`]) query rows go two at a time where they see
-//! the same keys: the tile's loads are shared and eight FMA chains run instead of four (one
-//! row's chains are latency-bound);
-//! each row's operations stay its own, so pairing changes no bit and a row's result does
-//! not depend on its batch. attention_cpu, MNN-Pocket shape, Sapphire Rapids, one thread,
-//! prefill32 over 4096 keys: AVX-512 5.2-5.6 -> 4.1-4.4 ms (pairs on; off: 5.2-5.6), AVX2
-//! (FMAs, no pairs) 5.3-5.4 -> 4.0-4.6 ms; SmolLM2 pp512 (2 threads) 1511-1671 ->
-//! 1760-1860 t/s. Rows four at a time where four see the same tile (16 chains; the score
-//! loop is bound by its loads: 20 per 16 FMAs instead of 12 per 8), Ice Lake-class VM, one
-//! thread, same bits: prefill32 over 4096 keys ~6.4 -> ~5.0 ms (medians of 6), SmolLM2
-//! pp512 474-538 -> 548-625 t/s (3 interleaved pairs, each faster).
+//! The tiled attention body, flash-style: for each chunk of [`CHUNK`] keys, the scores of
+//! every row that sees it by tiles of 16 transposed keys, the online-softmax step per row
+//! ([`super::online`]), then the weighted V sum by tiles of 16 value rows with 32 or 64
+//! output dims in registers; the keys go by segments of [`SEGMENT`], each from a fresh
+//! state, merged in order. Every product-sum is an explicit fused multiply-add (`mul_add`,
+//! one rounding) in a fixed order, so compiling it with more target features
+//! (`arch::x86::attention`) vectorizes it without changing a bit (without FMA hardware the
+//! scalar build calls `fmaf`: slow, same bits). Keys a row does not see score -inf
+//! (probability exactly 0) and chunks and segments start at absolute multiples of their
+//! size, so a row's arithmetic is the same alone or in a block (decode = prefill).
+//!
+//! On AVX-512 ([`FillTiles::PAIR_ROWS`]) query rows go four or two at a time: the tile's
+//! loads are shared and 16 FMA chains run instead of four (one row's chains are
+//! latency-bound); each row's operations stay its own, so grouping changes no bit.
+//! Measured (attention_cpu, MNN-Pocket shape, one thread, prefill32 over 4096 keys):
+//! AVX-512 pairs 5.2-5.6 -> 4.1-4.4 ms, then fours ~6.4 -> ~5.0 ms (Ice Lake class); the
+//! online softmax (scores no longer stored for the whole row, one 16-lane exp pass instead
+//! of AVX2's three passes) 2.95 -> 2.76-2.86 ms (Sapphire Rapids class).
 
+use super::online::{merge_segment, normalize, softmax_step, RowState, CHUNK, SEGMENT};
 use super::{AttnScratch, FillTiles, KvRows, QueryBlock, Tile};
-use crate::Isa;
 
-/// [`super::attend`] without the dispatch (shapes checked there); softmax on `isa`, f16
-/// tiles filled by `fill`.
+/// [`super::attend`] without the dispatch (shapes checked there); f16 tiles filled by
+/// `fill`: every segment of the block merged into `out` in order, then normalized.
 #[inline(always)]
 pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
     kv: &R,
     a: &QueryBlock,
     out: &mut [f32],
     s: &mut AttnScratch,
-    isa: Isa,
     fill: F,
+) {
+    let hd = a.head_dim;
+    let bt = out.len() / a.len;
+    let rows = bt * (a.len / hd);
+    let mut total = std::mem::take(&mut s.total);
+    total.clear();
+    total.resize(rows, RowState::EMPTY);
+    out.fill(0.0);
+    segments_body(
+        kv,
+        a,
+        bt,
+        super::segments(a.pos0, bt, a.window),
+        s,
+        fill,
+        |_, st, o| {
+            for (r, (t, seg)) in total.iter_mut().zip(st).enumerate() {
+                let span = r * hd..(r + 1) * hd;
+                merge_segment(t, &mut out[span.clone()], seg, &o[span]);
+            }
+        },
+    );
+    for (o, t) in out.chunks_exact_mut(hd).zip(&total) {
+        normalize(o, t);
+    }
+    s.total = total;
+}
+
+/// [`super::attend_segments`] without the dispatch (shapes checked there).
+#[inline(always)]
+pub(crate) fn segments_into<R: KvRows, F: FillTiles>(
+    kv: &R,
+    a: &QueryBlock,
+    segs: std::ops::Range<usize>,
+    states: &mut [RowState],
+    outs: &mut [f32],
+    s: &mut AttnScratch,
+    fill: F,
+) {
+    let rows = states.len() / segs.len().max(1);
+    let bt = rows / (a.len / a.head_dim);
+    let seg0 = segs.start;
+    segments_body(kv, a, bt, segs, s, fill, |seg, st, o| {
+        let j = seg - seg0;
+        states[j * rows..(j + 1) * rows].copy_from_slice(st);
+        outs[j * o.len()..(j + 1) * o.len()].copy_from_slice(o);
+    });
+}
+
+/// [`super::merge_rows`] without the dispatch (shapes checked there).
+#[inline(always)]
+pub(crate) fn merge_rows(states: &[RowState], outs: &[f32], out: &mut [f32], head_dim: usize) {
+    let rows = out.len() / head_dim;
+    for (r, o) in out.chunks_exact_mut(head_dim).enumerate() {
+        let mut total = RowState::EMPTY;
+        o.fill(0.0);
+        for (j, seg) in states.iter().skip(r).step_by(rows).enumerate() {
+            let at = (j * rows + r) * head_dim;
+            merge_segment(&mut total, o, seg, &outs[at..at + head_dim]);
+        }
+        normalize(o, &total);
+    }
+}
+
+/// The block's attention over the keys of segments `segs`, one segment at a time from a
+/// fresh state: `sink(segment, states, outputs)` gets each segment's row states and
+/// un-normalized outputs (`bt` tokens' rows; a row that sees no key of the segment has
+/// [`RowState::EMPTY`] and zeros).
+#[inline(always)]
+pub(crate) fn segments_body<R: KvRows, F: FillTiles>(
+    kv: &R,
+    a: &QueryBlock,
+    bt: usize,
+    segs: std::ops::Range<usize>,
+    s: &mut AttnScratch,
+    fill: F,
+    mut sink: impl FnMut(usize, &[RowState], &[f32]),
 ) {
     let (head_dim, len, pos0, off) = (a.head_dim, a.len, a.pos0, a.kv_off);
     let heads = len / head_dim;
-    let bt = out.len() / len;
-    let lo_of = |pos: usize| {
+    let rows = bt * heads;
+    // Token i sees the keys first(i) ..= pos0 + i (absolute positions).
+    let first = |i: usize| {
         if a.window > 0 {
-            (pos + 1).saturating_sub(a.window)
+            (pos0 + i + 1).saturating_sub(a.window)
         } else {
             0
         }
     };
-    let lo = lo_of(pos0);
     let hi = pos0 + bt; // exclusive
-    let n = hi - lo;
-    s.scores.resize(bt * heads * n, 0.0);
-    s.row.resize(head_dim, 0.0);
-    // Token i sees keys lo_of(pos0 + i)..=pos0 + i: columns vis(i) of its score rows.
-    let vis = |i: usize| lo_of(pos0 + i) - lo..pos0 + i + 1 - lo;
-    // Scores by tiles of 16 keys stored transposed (`kt[d·16 + k]`): a query element
-    // multiplies 16 keys at once (two 8-lane vectors) and no score needs a horizontal sum.
-    // A score's arithmetic does not depend on how tokens were batched (prefill and decode
-    // give equal bits).
-    let rows = bt * heads;
-    s.kt.resize(head_dim * 16, 0.0);
     let qrow = |r: usize| {
         let (i, h) = (r / heads, r % heads);
         &a.q[i * a.q_stride + h * head_dim..i * a.q_stride + (h + 1) * head_dim]
     };
-    let f16 = kv.f16();
-    for (j0, t) in tiles(lo, n, off) {
-        let kn = t.kn;
-        match &f16 {
-            Some(rows) => fill.keys(rows, t, &mut s.kt, &mut s.row),
-            None => keys_by_row(kv, t, &mut s.kt, &mut s.row),
-        }
-        let seen = |r: usize| {
-            let v = vis(r / heads);
-            v.start < j0 + kn && v.end > j0
-        };
-        let mut store = |r: usize, acc: [f32; 16]| {
-            let dst = &mut s.scores[r * n + j0..r * n + j0 + kn];
-            for (o, &x) in dst.iter_mut().zip(&acc) {
-                *o = x * a.scale;
-            }
-        };
-        // Rows four or two at a time where all see the tile (each row's arithmetic is
-        // `score_row`'s, so grouping changes no bit; rows are in token order, so the
-        // fourth seeing the tile means the two between do too).
-        let mut r = 0;
-        while r < rows {
-            if !seen(r) {
-                r += 1;
-            } else if F::PAIR_ROWS && r + 3 < rows && seen(r + 3) {
-                let q = [qrow(r), qrow(r + 1), qrow(r + 2), qrow(r + 3)];
-                let [a0, a1, a2, a3] = score_rows4(&s.kt, q);
-                store(r, a0);
-                store(r + 1, a1);
-                store(r + 2, a2);
-                store(r + 3, a3);
-                r += 4;
-            } else if F::PAIR_ROWS && r + 1 < rows && seen(r + 1) {
-                let [a0, a1] = score_rows2(&s.kt, [qrow(r), qrow(r + 1)]);
-                store(r, a0);
-                store(r + 1, a1);
-                r += 2;
-            } else {
-                store(r, score_row(&s.kt, qrow(r)));
-                r += 1;
-            }
-        }
-    }
-    for i in 0..bt {
-        let v = vis(i);
-        for h in 0..heads {
-            let r = (i * heads + h) * n;
-            crate::ops::softmax::softmax_with(isa, &mut s.scores[r + v.start..r + v.end]);
-        }
-    }
-    // Weighted V sum, out[r] = Σ_j p[r][j] · V[j]: the same additions in key order as a
-    // plain axpy loop (identical bits), but 32 output dims stay in registers across the
-    // 16 value rows of a tile instead of being loaded and stored for every key.
-    out.fill(0.0);
+    // A group of rows r..r + n sees the tile at t0 when one of its tokens does.
+    let group_sees = |r: usize, n: usize, t0: usize| {
+        (r / heads..=(r + n - 1) / heads).any(|i| first(i) < t0 + 16 && pos0 + i >= t0)
+    };
+    // Rows four or two at a time where the level groups them.
+    let group = |r: usize, rb: usize| match () {
+        _ if F::PAIR_ROWS && r + 4 <= rb => 4,
+        _ if F::PAIR_ROWS && r + 2 <= rb => 2,
+        _ => 1,
+    };
+    s.scores.resize(rows * CHUNK, 0.0);
+    s.row.resize(head_dim, 0.0);
+    s.kt.resize(head_dim * 16, 0.0);
     s.vt.resize(16 * head_dim, 0.0);
-    for (j0, t) in tiles(lo, n, off) {
-        let kn = t.kn;
-        match &f16 {
-            Some(rows) => fill.values(rows, t, head_dim, &mut s.vt),
-            None => values_by_row(kv, t, head_dim, &mut s.vt),
-        }
-        // Row r's output is out[r·head_dim..] (row i's heads are consecutive).
-        let span = |r: usize| {
-            let v = vis(r / heads);
-            (v.start.max(j0), v.end.min(j0 + kn))
-        };
-        let mut r = 0;
-        while r < rows {
-            let (ja, jz) = span(r);
-            if ja >= jz {
-                r += 1;
+    let f16 = kv.f16();
+    for seg in segs {
+        s.state.clear();
+        s.state.resize(rows, RowState::EMPTY);
+        s.out.clear();
+        s.out.resize(rows * head_dim, 0.0);
+        let k0 = (seg * SEGMENT).max(first(0));
+        let k1 = ((seg + 1) * SEGMENT).min(hi);
+        for c0 in (k0 / CHUNK * CHUNK..k1).step_by(CHUNK) {
+            let c1 = (c0 + CHUNK).min(k1);
+            // The tokens that see the chunk: [ia, ib) (first(i) grows with i).
+            let ia = c0.saturating_sub(pos0).min(bt);
+            let ib = ia + (ia..bt).take_while(|&i| first(i) < c1).count();
+            let (ra, rb) = (ia * heads, ib * heads);
+            if ra == rb {
                 continue;
             }
-            let vt = &s.vt[(ja - j0) * head_dim..(jz - j0) * head_dim];
-            let p = |r: usize| &s.scores[r * n + ja..r * n + jz];
-            let o = &mut out[r * head_dim..];
-            // Four or two rows with the same keys share the value loads; each row's
-            // additions are `weighted_sum`'s, in the same order.
-            let same = |i: usize| span(r + i) == (ja, jz);
-            if F::PAIR_ROWS && r + 3 < rows && same(1) && same(2) && same(3) {
-                let (o01, o23) = o.split_at_mut(2 * head_dim);
-                let (o0, o1) = o01.split_at_mut(head_dim);
-                let (o2, o3) = o23.split_at_mut(head_dim);
-                let ps = [p(r), p(r + 1), p(r + 2), p(r + 3)];
-                weighted_sum4([o0, o1, o2, &mut o3[..head_dim]], ps, vt, head_dim);
-                r += 4;
-            } else if F::PAIR_ROWS && r + 1 < rows && same(1) {
-                let (o0, o1) = o.split_at_mut(head_dim);
-                weighted_sum2([o0, &mut o1[..head_dim]], [p(r), p(r + 1)], vt, head_dim);
-                r += 2;
-            } else {
-                weighted_sum(&mut o[..head_dim], p(r), vt, head_dim);
-                r += 1;
+            let tiles = (c0..c1).step_by(16).map(|t0| Tile {
+                pos: t0,
+                kn: 16.min(c1 - t0),
+                off,
+            });
+            for t in tiles.clone() {
+                match &f16 {
+                    Some(rows) => fill.keys(rows, t, &mut s.kt, &mut s.row),
+                    None => keys_by_row(kv, t, &mut s.kt, &mut s.row),
+                }
+                let col = t.pos - c0;
+                let mut store = |r: usize, acc: [f32; 16]| {
+                    let dst = &mut s.scores[r * CHUNK + col..r * CHUNK + col + 16];
+                    for (o, &x) in dst.iter_mut().zip(&acc) {
+                        *o = x * a.scale;
+                    }
+                };
+                let mut r = ra;
+                while r < rb {
+                    let n = group(r, rb);
+                    if group_sees(r, n, t.pos) {
+                        match n {
+                            4 => {
+                                let q = [qrow(r), qrow(r + 1), qrow(r + 2), qrow(r + 3)];
+                                for (j, acc) in score_rows4(&s.kt, q).into_iter().enumerate() {
+                                    store(r + j, acc);
+                                }
+                            }
+                            2 => {
+                                let q = [qrow(r), qrow(r + 1)];
+                                for (j, acc) in score_rows2(&s.kt, q).into_iter().enumerate() {
+                                    store(r + j, acc);
+                                }
+                            }
+                            _ => store(r, score_row(&s.kt, qrow(r))),
+                        }
+                    }
+                    r += n;
+                }
+            }
+            for r in ra..rb {
+                let i = r / heads;
+                // The chunk's columns row r sees (the others, and those past the tiles, -inf).
+                let va = first(i).max(c0) - c0;
+                let vb = (pos0 + i + 1).min(c1) - c0;
+                let sc: &mut [f32; CHUNK] = (&mut s.scores[r * CHUNK..(r + 1) * CHUNK])
+                    .try_into()
+                    .unwrap();
+                let o = &mut s.out[r * head_dim..(r + 1) * head_dim];
+                softmax_step(sc, va..vb, &mut s.state[r], o);
+            }
+            // out[r] += Σ_j p[r][j] · V[j] over the chunk, in key order.
+            for t in tiles {
+                match &f16 {
+                    Some(rows) => fill.values(rows, t, head_dim, &mut s.vt),
+                    None => values_by_row(kv, t, head_dim, &mut s.vt),
+                }
+                let col = t.pos - c0;
+                let vt = &s.vt[..t.kn * head_dim];
+                let p = |r: usize| &s.scores[r * CHUNK + col..r * CHUNK + col + t.kn];
+                let mut r = ra;
+                while r < rb {
+                    let n = group(r, rb);
+                    if group_sees(r, n, t.pos) {
+                        let o = &mut s.out[r * head_dim..(r + n) * head_dim];
+                        match n {
+                            4 => {
+                                let (o01, o23) = o.split_at_mut(2 * head_dim);
+                                let (o0, o1) = o01.split_at_mut(head_dim);
+                                let (o2, o3) = o23.split_at_mut(head_dim);
+                                let ps = [p(r), p(r + 1), p(r + 2), p(r + 3)];
+                                weighted_sum4([o0, o1, o2, o3], ps, vt, head_dim);
+                            }
+                            2 => {
+                                let (o0, o1) = o.split_at_mut(head_dim);
+                                weighted_sum2([o0, o1], [p(r), p(r + 1)], vt, head_dim);
+                            }
+                            _ => weighted_sum(o, p(r), vt, head_dim),
+                        }
+                    }
+                    r += n;
+                }
             }
         }
+        sink(seg, &s.state, &s.out);
     }
-}
-
-/// The tiles of 16 keys over positions `lo..lo + n` (the last one shorter), each with its
-/// first column `j0`.
-#[inline(always)]
-fn tiles(lo: usize, n: usize, off: usize) -> impl Iterator<Item = (usize, Tile)> {
-    (0..n).step_by(16).map(move |j0| {
-        let kn = 16.min(n - j0);
-        (
-            j0,
-            Tile {
-                pos: lo + j0,
-                kn,
-                off,
-            },
-        )
-    })
 }
 
 /// [`super::FillTiles::keys`] a row at a time (`row`: scratch).

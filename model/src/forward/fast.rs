@@ -13,7 +13,7 @@ use pocket_kernels::Isa;
 
 use super::walk::{Adapted, AttnJob, Cx, LayerOps};
 use super::Bufs;
-use crate::attention::{attend_block, AttnScratch};
+use crate::attention::{AttnScratch, LayerRows};
 use crate::config::FfnAct;
 use crate::linear::{Input, ItemTail, Linear};
 use crate::lora::apply::{LoraRuns, LoraScratch};
@@ -22,6 +22,7 @@ use crate::lora::Proj;
 use crate::profile::Op;
 use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Qkv};
+use pocket_kernels::attention::{attend, attend_segments, merge_rows, QueryBlock, RowState};
 
 pub(super) struct FastOps {
     isa: Isa,
@@ -159,61 +160,85 @@ impl LayerOps for FastOps {
         let (group, n_kv, window) = (c.group(), c.n_head_kv, c.window_of(job.l));
         let gw = group * hd;
         let nth = cx.pool.threads();
-        // Work items (block of up to BT consecutive tokens of one sequence, KV head, part
-        // of its query heads), claimed as the threads go (later tokens see more keys, so a
-        // static split would be uneven; claiming evens it out). Few items
-        // (decode; one KV head, gemma3): the group's query heads are split so every thread
-        // has work. Why 32 tokens: every item converts (f16 -> f32) and transposes the keys
-        // and values it sees, once for its rows; with 8-token blocks that was as much work as
-        // the scores on SmolLM2 (3 heads a group): attention in pp512 0.28-0.30 ->
-        // 0.18-0.19 ms/token at 32, 64 no better (Zen5 VM, breakdown, interleaved). The
-        // block size changes no bits (a score and a weighted sum are per key, in key order).
+        // Items of blocks of up to BT consecutive tokens of one sequence ([`attention_items`]);
+        // the block size changes no bits (a row's keys go by absolute chunks and segments).
         const BT: usize = 32;
         let blocks = job.batch.runs(job.live, BT);
-        let nb = blocks.len();
-        let parts = if nb * n_kv >= 2 * nth {
-            1
-        } else {
-            (2 * nth).div_ceil(nb * n_kv).min(group)
-        };
-        let items = nb * n_kv * parts;
-        // Items write disjoint (row, head-range) pieces of `att`; the copy is tiny beside
-        // the attention, so a lock per item costs nothing measurable.
-        let out = Mutex::new(&mut att[..]);
         let (rows, live, scratch, isa, q) =
             (&job.batch.rows, job.live, &self.scratch, self.isa, &*q);
-        cx.pool.run_items(items, |me, idx| {
+        let items = attention_items(
+            &blocks,
+            |b| rows[live[b.start]].pos,
+            window,
+            n_kv,
+            group,
+            nth,
+        );
+        // Items write disjoint (row, head-range) pieces of `att`, or hand in their segments'
+        // partial results; the copy is tiny beside the attention, so a lock per item costs
+        // nothing measurable.
+        let out = Mutex::new(&mut att[..]);
+        let parts = Mutex::new(Vec::new());
+        cx.pool.run_items(items.len(), |me, idx| {
             let mut guard = scratch[me].lock().unwrap();
             let (s, o) = &mut *guard;
-            let (blk, rest) = (idx / (n_kv * parts), idx % (n_kv * parts));
-            let (g, p) = (rest / parts, rest % parts);
-            let hr = ThreadPool::split(group, parts, p);
-            let tb = blocks[blk].clone();
+            let item = &items[idx];
+            let tb = blocks[item.block].clone();
             let t = live[tb.start];
             let first = &rows[t];
-            let (a, len) = (g * gw + hr.start * hd, hr.len() * hd);
-            o.resize(tb.len() * len, 0.0);
-            attend_block(
-                &job.seqs[first.seq].cache,
-                job.l,
-                g,
-                hd,
-                &q[t * qd + a..],
-                qd,
+            let (a, len) = (item.g * gw + item.heads.start * hd, item.heads.len() * hd);
+            let block = QueryBlock {
+                q: &q[t * qd + a..],
+                q_stride: qd,
                 len,
-                first.pos,
+                head_dim: hd,
+                kv_off: item.g * hd,
+                pos0: first.pos,
                 window,
-                c.attn_scale,
-                o,
-                s,
-                isa,
-            );
+                scale: c.attn_scale,
+            };
+            let kv = LayerRows::new(&job.seqs[first.seq].cache, job.l);
+            if let Some(segs) = item.segs.clone() {
+                let n = segs.len() * tb.len() * item.heads.len();
+                let mut states = vec![RowState::EMPTY; n];
+                let mut outs = vec![0f32; n * hd];
+                attend_segments(&kv, &block, segs.clone(), &mut states, &mut outs, s, isa);
+                parts.lock().unwrap().push((idx, states, outs));
+                return;
+            }
+            o.resize(tb.len() * len, 0.0);
+            attend(&kv, &block, o, s, isa);
             let mut att = out.lock().unwrap();
             for (k, r) in o.chunks_exact(len).enumerate() {
                 att[(tb.start + k) * qd + a..][..len].copy_from_slice(r);
             }
-            drop(att);
         });
+        // The key-split items' segments, merged in order (items are listed in segment order
+        // within a block's KV head).
+        let mut parts = parts.into_inner().unwrap();
+        if parts.is_empty() {
+            return;
+        }
+        parts.sort_by_key(|p| p.0);
+        let att = out.into_inner().unwrap();
+        let mut i = 0;
+        while i < parts.len() {
+            let head = &items[parts[i].0];
+            let same = |p: &(usize, Vec<RowState>, Vec<f32>)| {
+                let it = &items[p.0];
+                (it.block, it.g) == (head.block, head.g)
+            };
+            let n = parts[i..].iter().take_while(|p| same(p)).count();
+            let states: Vec<RowState> = parts[i..i + n].iter().flat_map(|p| p.1.clone()).collect();
+            let outs: Vec<f32> = parts[i..i + n].iter().flat_map(|p| p.2.clone()).collect();
+            let tb = blocks[head.block].clone();
+            let mut o = vec![0f32; tb.len() * gw];
+            merge_rows(&states, &outs, &mut o, hd, isa);
+            for (k, r) in o.chunks_exact(gw).enumerate() {
+                att[(tb.start + k) * qd + head.g * gw..][..gw].copy_from_slice(r);
+            }
+            i += n;
+        }
     }
 
     fn linear(&mut self, cx: &mut Cx, op: Op, w: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>) {
@@ -334,4 +359,67 @@ fn gate(isa: Isa, act: FfnAct, g: &[f32], u: &[f32], h: &mut [f32]) {
             h.iter_mut().zip(u).for_each(|(h, &u)| *h *= u);
         }
     }
+}
+
+/// One attention work item: block `block`'s query heads `heads` of KV head `g`, over all
+/// its keys or (`segs`) the keys of some segments only.
+struct AttnItem {
+    block: usize,
+    g: usize,
+    heads: std::ops::Range<usize>,
+    segs: Option<std::ops::Range<usize>>,
+}
+
+/// The attention items of a layer: one per block and KV head, claimed as the threads go
+/// (later tokens see more keys, so a static split would be uneven; claiming evens it
+/// out). Fewer than two items a thread (decode, a verify step; gemma3's one KV head): each
+/// is split, by its keys at segment boundaries when the cache spans several segments (each
+/// key converted once; the segments are merged in order: the same bits as one item), else
+/// by its query heads. Why blocks of 32 tokens: every item converts (f16 -> f32) and
+/// transposes the keys and values it sees, once for its rows; with 8-token blocks that was
+/// as much work as the scores on SmolLM2 (3 heads a group): attention in pp512 0.28-0.30
+/// -> 0.18-0.19 ms/token at 32, 64 no better (Zen5 VM, breakdown, interleaved).
+fn attention_items(
+    blocks: &[std::ops::Range<usize>],
+    pos0: impl Fn(&std::ops::Range<usize>) -> usize,
+    window: usize,
+    n_kv: usize,
+    group: usize,
+    threads: usize,
+) -> Vec<AttnItem> {
+    let nb = blocks.len();
+    let split = if nb * n_kv >= 2 * threads {
+        1
+    } else {
+        (2 * threads).div_ceil(nb * n_kv)
+    };
+    let mut items = Vec::new();
+    for (block, tb) in blocks.iter().enumerate() {
+        let segs = pocket_kernels::attention::segments(pos0(tb), tb.len(), window);
+        for g in 0..n_kv {
+            if split > 1 && segs.len() >= 2 {
+                let parts = split.min(segs.len());
+                for p in 0..parts {
+                    let r = ThreadPool::split(segs.len(), parts, p);
+                    items.push(AttnItem {
+                        block,
+                        g,
+                        heads: 0..group,
+                        segs: Some(segs.start + r.start..segs.start + r.end),
+                    });
+                }
+            } else {
+                let parts = split.min(group);
+                for p in 0..parts {
+                    items.push(AttnItem {
+                        block,
+                        g,
+                        heads: ThreadPool::split(group, parts, p),
+                        segs: None,
+                    });
+                }
+            }
+        }
+    }
+    items
 }

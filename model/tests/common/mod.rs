@@ -74,14 +74,20 @@ impl ShortPpl {
         }
     }
 
-    /// `model`'s perplexity on the text (its default adapters applied).
+    /// `model`'s perplexity on the text's first 3 chunks of 128 tokens (its default
+    /// adapters applied).
     pub fn of(&self, model: &Model) -> f64 {
+        self.of_chunks(model, 3)
+    }
+
+    /// [`Self::of`] on `chunks` chunks (at most the text's 19): less rounding noise.
+    pub fn of_chunks(&self, model: &Model, chunks: usize) -> f64 {
         let o = pocket_model::SessionOptions {
             n_ctx: 128,
             n_threads: 2,
             ..Default::default()
         };
-        pocket_model::perplexity::perplexity_with(model, &self.text, o, Some(3), |_, _| {})
+        pocket_model::perplexity::perplexity_with(model, &self.text, o, Some(chunks), |_, _| {})
             .unwrap()
             .ppl
     }

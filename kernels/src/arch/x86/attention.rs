@@ -3,10 +3,12 @@
 //! fused multiply-adds in a fixed order (no reassociation), so either build equals the body
 //! without target features bit for bit.
 
-use crate::attention::tiled::{keys_by_row, values_by_row};
-use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock, Tile};
+use crate::attention::tiled::{keys_by_row, merge_rows, segments_into, values_by_row};
+use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock};
+use crate::attention::{RowState, Tile};
 use crate::Isa;
 use std::arch::x86_64::*;
+use std::ops::Range;
 
 /// Safe entry point: the body compiled for `isa` (an AVX2-bodied level) after checking the
 /// CPU (panics when it lacks `isa`).
@@ -17,23 +19,62 @@ pub fn attend_checked<R: KvRows>(
     s: &mut AttnScratch,
     isa: Isa,
 ) {
+    check(isa);
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: the CPU supports the AVX-512 level (checked just above).
+        unsafe { attend_avx512(kv, a, out, s) }
+    } else {
+        // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
+        unsafe { attend(kv, a, out, s) }
+    }
+}
+
+/// [`crate::attention::attend_segments`] on `isa`, as [`attend_checked`].
+pub fn segments_checked<R: KvRows>(
+    kv: &R,
+    a: &QueryBlock,
+    segs: Range<usize>,
+    states: &mut [RowState],
+    outs: &mut [f32],
+    s: &mut AttnScratch,
+    isa: Isa,
+) {
+    check(isa);
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: the CPU supports the AVX-512 level (checked just above).
+        unsafe { segments_avx512(kv, a, segs, states, outs, s) }
+    } else {
+        // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
+        unsafe { segments(kv, a, segs, states, outs, s) }
+    }
+}
+
+/// [`crate::attention::merge_rows`] on `isa` (an AVX2-bodied level), as [`attend_checked`].
+pub fn merge_checked(states: &[RowState], outs: &[f32], out: &mut [f32], hd: usize, isa: Isa) {
+    check(isa);
+    // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
+    unsafe { merge(states, outs, out, hd) }
+}
+
+fn check(isa: Isa) {
     assert!(
         isa.has_avx2() && isa.is_available(),
         "{isa} attention requested on a CPU without {isa}"
     );
-    if isa == Isa::Avx512Vnni {
-        // SAFETY: the CPU supports the AVX-512 level (checked just above).
-        unsafe { attend_avx512(kv, a, out, s, isa) }
-    } else {
-        // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
-        unsafe { attend(kv, a, out, s, isa) }
-    }
 }
 
-/// `unsafe fn $name`: [`attend_body`] compiled with the target features `$features` (the
-/// two levels' roots differ in nothing else).
+/// # Safety
+/// The CPU supports AVX2, FMA and F16C. (Memory through slices: violations panic.)
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn merge(states: &[RowState], outs: &[f32], out: &mut [f32], hd: usize) {
+    merge_rows(states, outs, out, hd)
+}
+
+/// `unsafe fn $name` and `unsafe fn $segments`: [`attend_body`] and [`segments_into`]
+/// compiled with the target features `$features` (the two levels' roots differ in nothing
+/// else).
 macro_rules! attend_root {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $pairs:literal) => {
+    ($(#[$doc:meta])* $name:ident, $segments:ident, $features:literal, $pairs:literal) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         unsafe fn $name<R: KvRows>(
@@ -41,10 +82,22 @@ macro_rules! attend_root {
             a: &QueryBlock,
             out: &mut [f32],
             s: &mut AttnScratch,
-            isa: Isa,
         ) {
             // The roots have AVX and F16C (their target features).
-            attend_body(kv, a, out, s, isa, F16cFill::<$pairs>(()))
+            attend_body(kv, a, out, s, F16cFill::<$pairs>(()))
+        }
+
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        unsafe fn $segments<R: KvRows>(
+            kv: &R,
+            a: &QueryBlock,
+            segs: Range<usize>,
+            states: &mut [RowState],
+            outs: &mut [f32],
+            s: &mut AttnScratch,
+        ) {
+            segments_into(kv, a, segs, states, outs, s, F16cFill::<$pairs>(()))
         }
     };
 }
@@ -54,6 +107,7 @@ attend_root!(
     /// The CPU supports AVX2, FMA and F16C. (Memory is reached through slices: shapes as
     /// `crate::attention::attend`, violations panic on bounds.)
     attend,
+    segments,
     "avx2,fma,f16c",
     false
 );
@@ -62,6 +116,7 @@ attend_root!(
     /// # Safety
     /// The CPU supports AVX2, FMA, F16C and AVX-512 F/BW/VL. (Memory as [`attend`].)
     attend_avx512,
+    segments_avx512,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl",
     true
 );
@@ -86,6 +141,7 @@ impl<const PAIRS: bool> FillTiles for F16cFill<PAIRS> {
             return keys_by_row(kv, t, kt, row);
         }
         assert!(kn <= 16 && (pos + kn - 1) * kv.stride + off + hd <= kv.k.len());
+        prefetch_ahead(kv.k, kv.stride, pos, off, hd);
         // SAFETY: the CPU has AVX and F16C (the type is made only in the roots); each load
         // reads 8 f16 of a key k < kn at elements `off + db ..+ 8` (db + 8 <= hd), within
         // `kv.k` (asserted for the last key); each store writes 8 f32 at `(db + d)·16 + kb`
@@ -116,6 +172,7 @@ impl<const PAIRS: bool> FillTiles for F16cFill<PAIRS> {
             return values_by_row(kv, t, hd, vt);
         }
         assert!(kn * hd <= vt.len() && (pos + kn - 1) * kv.stride + off + hd <= kv.v.len());
+        prefetch_ahead(kv.v, kv.stride, pos, off, hd);
         // SAFETY: AVX and F16C as in `keys`; the loads of value k < kn at `off + d ..+ 8`
         // (d + 8 <= hd) are within `kv.v` (asserted for the last), the stores at `k·hd + d`
         // within `vt` (asserted).
@@ -128,6 +185,27 @@ impl<const PAIRS: bool> FillTiles for F16cFill<PAIRS> {
                     _mm256_storeu_ps(vt.as_mut_ptr().add(k * hd + d), x);
                 }
             }
+        }
+    }
+}
+
+/// Keys or values this far ahead of a tile are prefetched: decode at depth reads a long
+/// cache once per token from DRAM, and its fills stalled on those loads (half of decode
+/// attention's time at 4096 keys).
+const PREFETCH_AHEAD: usize = 48;
+
+/// Prefetches the 16 rows (`hd` elements from `off`) at `pos + PREFETCH_AHEAD` of `rows`.
+#[inline(always)]
+fn prefetch_ahead(rows: &[half::f16], stride: usize, pos: usize, off: usize, hd: usize) {
+    let base = rows.as_ptr();
+    for k in 0..16 {
+        let at = (pos + PREFETCH_AHEAD + k) * stride + off;
+        for b in (0..hd).step_by(32) {
+            // Prefetches never fault, and the address is only computed (wrapping), never
+            // dereferenced, so one past the cache's end is harmless.
+            let p = base.wrapping_add(at + b) as *const i8;
+            // SAFETY: `_mm_prefetch` is SSE (baseline x86-64) and reads no memory.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
         }
     }
 }
