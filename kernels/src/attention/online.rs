@@ -33,20 +33,27 @@ impl RowState {
     };
 }
 
-/// One row's online-softmax step over a chunk of scores `sc` (visible columns `vis`, the
-/// rest set to -inf here): `sc` becomes `exp(sc - m_new)` (0 where not visible), the
-/// state's max becomes `m_new`, its sums are rescaled and grown, and the row's output `o`
-/// is rescaled by `exp(m_old - m_new)` when that is not 1.
+/// One row's online-softmax step over a chunk of scores `sc` whose first `cols` columns
+/// hold scores (visible columns `vis`): `sc` becomes `exp(sc - m_new)` there (0 where not
+/// visible), the state's max becomes `m_new`, its sums are rescaled and grown, and the
+/// row's output `o` is rescaled by `exp(m_old - m_new)` when that is not 1. Only the
+/// 16-column groups holding visible columns are reduced (the others would add exact zeros:
+/// the same bits); the rest of the `cols` are zeroed.
 #[inline(always)]
 pub(crate) fn softmax_step(
     sc: &mut [f32; CHUNK],
+    cols: usize,
     vis: std::ops::Range<usize>,
     st: &mut RowState,
     o: &mut [f32],
 ) {
-    if vis != (0..CHUNK) {
+    let (g0, g1) = (vis.start / 16 * 16, vis.end.div_ceil(16) * 16);
+    sc[..g0].fill(0.0);
+    sc[g1..cols.max(g1)].fill(0.0);
+    let sc = &mut sc[g0..g1];
+    if vis.start > g0 || vis.end < g1 {
         for (j, x) in sc.iter_mut().enumerate() {
-            if !vis.contains(&j) {
+            if !vis.contains(&(g0 + j)) {
                 *x = f32::NEG_INFINITY;
             }
         }

@@ -203,7 +203,7 @@ pub(crate) fn segments_body<R: KvRows, F: FillTiles>(
                     .try_into()
                     .unwrap();
                 let o = &mut s.out[r * head_dim..(r + 1) * head_dim];
-                softmax_step(sc, va..vb, &mut s.state[r], o);
+                softmax_step(sc, (c1 - c0).div_ceil(16) * 16, va..vb, &mut s.state[r], o);
             }
             // out[r] += Σ_j p[r][j] · V[j] over the chunk, in key order.
             for t in tiles {
