@@ -160,42 +160,52 @@ pub fn segments(pos0: usize, bt: usize, window: usize) -> std::ops::Range<usize>
     first / SEGMENT..(pos0 + bt.max(1) - 1) / SEGMENT + 1
 }
 
-/// [`attend`] over the keys of segments `segs` only (some of [`segments`]), without the
-/// merge: segment `segs.start + j`'s row states go to `states[j·rows ..][..rows]` and its
-/// un-normalized outputs to `outs[j·rows·head_dim ..]` (`rows` = query rows × heads, in
-/// `out`'s order). Merging every segment of [`segments`] in order with [`merge_segment`]
-/// and dividing with [`normalize`] gives [`attend`]'s output bit for bit, however the
-/// segments were split between calls ([`merge_rows`] does it).
+/// Where [`attend_segments`] writes: segment `segs.start + j`'s row states go to
+/// `states[j·rows ..][..rows]` and its un-normalized outputs to `outs[j·rows·head_dim ..]`
+/// (`rows` = query rows × heads, in [`attend`]'s output order).
+pub struct Segments<'a> {
+    pub segs: std::ops::Range<usize>,
+    pub states: &'a mut [RowState],
+    pub outs: &'a mut [f32],
+}
+
+impl Segments<'_> {
+    /// Query rows × heads per segment.
+    fn rows(&self) -> usize {
+        self.states.len() / self.segs.len().max(1)
+    }
+}
+
+/// [`attend`] over the keys of segments `out.segs` only (some of [`segments`]), without
+/// the merge. Merging every segment of [`segments`] in order with [`merge_segment`] and
+/// dividing with [`normalize`] gives [`attend`]'s output bit for bit, however the segments
+/// were split between calls ([`merge_rows`] does it).
 pub fn attend_segments<R: KvRows>(
     kv: &R,
     a: &QueryBlock,
-    segs: std::ops::Range<usize>,
-    states: &mut [RowState],
-    outs: &mut [f32],
+    out: Segments,
     s: &mut AttnScratch,
     isa: Isa,
 ) {
-    let rows = states.len() / segs.len().max(1);
+    let (rows, heads) = (out.rows(), a.len / a.head_dim.max(1));
     assert!(
-        rows > 0 && rows * segs.len() == states.len() && rows.is_multiple_of(a.len / a.head_dim),
+        rows > 0 && rows * out.segs.len() == out.states.len() && rows.is_multiple_of(heads),
         "{} states are not whole rows of {} segments",
-        states.len(),
-        segs.len()
+        out.states.len(),
+        out.segs.len()
     );
-    let bt = rows / (a.len / a.head_dim);
-    check(a, bt * a.len);
+    check(a, rows / heads * a.len);
     assert_eq!(
-        outs.len(),
-        states.len() * a.head_dim,
-        "outputs of {} rows",
-        states.len()
+        out.outs.len(),
+        out.states.len() * a.head_dim,
+        "outputs of {rows} rows"
     );
     #[cfg(target_arch = "x86_64")]
     if isa.has_avx2() && isa.is_available() {
-        return crate::arch::x86::attention::segments_checked(kv, a, segs, states, outs, s, isa);
+        return crate::arch::x86::attention::segments_checked(kv, a, out, s, isa);
     }
     let _ = isa;
-    tiled::segments_into(kv, a, segs, states, outs, s, ByRow)
+    tiled::segments_into(kv, a, out, s, ByRow)
 }
 
 /// Merges the per-segment results of [`attend_segments`] (`states` and `outs` of

@@ -323,11 +323,11 @@ fn segments_split_anywhere_equal_attend() {
                 let mut outs = vec![f32::NAN; n * rows * c.head_dim];
                 let (s0, s1) = states.split_at_mut((cut - segs.start) * rows);
                 let (o0, o1) = outs.split_at_mut((cut - segs.start) * rows * c.head_dim);
-                if cut > segs.start {
-                    super::attend_segments(&c.rows(), &a, segs.start..cut, s0, o0, &mut s, isa);
-                }
-                if cut < segs.end {
-                    super::attend_segments(&c.rows(), &a, cut..segs.end, s1, o1, &mut s, isa);
+                for (segs, states, outs) in [(segs.start..cut, s0, o0), (cut..segs.end, s1, o1)] {
+                    if !segs.is_empty() {
+                        let out = super::Segments { segs, states, outs };
+                        super::attend_segments(&c.rows(), &a, out, &mut s, isa);
+                    }
                 }
                 let mut got = vec![f32::NAN; want.len()];
                 super::merge_rows(&states, &outs, &mut got, c.head_dim, isa);

@@ -18,7 +18,7 @@
 //! of AVX2's three passes) 2.95 -> 2.76-2.86 ms (Sapphire Rapids class).
 
 use super::online::{merge_segment, normalize, softmax_step, RowState, CHUNK, SEGMENT};
-use super::{AttnScratch, FillTiles, KvRows, QueryBlock, Tile};
+use super::{AttnScratch, FillTiles, KvRows, QueryBlock, Segments, Tile};
 
 /// [`super::attend`] without the dispatch (shapes checked there); f16 tiles filled by
 /// `fill`: every segment of the block merged into `out` in order, then normalized.
@@ -62,14 +62,13 @@ pub(crate) fn attend_body<R: KvRows, F: FillTiles>(
 pub(crate) fn segments_into<R: KvRows, F: FillTiles>(
     kv: &R,
     a: &QueryBlock,
-    segs: std::ops::Range<usize>,
-    states: &mut [RowState],
-    outs: &mut [f32],
+    out: Segments,
     s: &mut AttnScratch,
     fill: F,
 ) {
-    let rows = states.len() / segs.len().max(1);
+    let rows = out.states.len() / out.segs.len().max(1);
     let bt = rows / (a.len / a.head_dim);
+    let Segments { segs, states, outs } = out;
     let seg0 = segs.start;
     segments_body(kv, a, bt, segs, s, fill, |seg, st, o| {
         let j = seg - seg0;

@@ -22,7 +22,9 @@ use crate::lora::Proj;
 use crate::profile::Op;
 use crate::threadpool::ThreadPool;
 use crate::weights::{GateUp, Qkv};
-use pocket_kernels::attention::{attend, attend_segments, merge_rows, QueryBlock, RowState};
+use pocket_kernels::attention::{
+    attend, attend_segments, merge_rows, QueryBlock, RowState, Segments,
+};
 
 pub(super) struct FastOps {
     isa: Isa,
@@ -202,7 +204,12 @@ impl LayerOps for FastOps {
                 let n = segs.len() * tb.len() * item.heads.len();
                 let mut states = vec![RowState::EMPTY; n];
                 let mut outs = vec![0f32; n * hd];
-                attend_segments(&kv, &block, segs.clone(), &mut states, &mut outs, s, isa);
+                let out = Segments {
+                    segs,
+                    states: &mut states,
+                    outs: &mut outs,
+                };
+                attend_segments(&kv, &block, out, s, isa);
                 parts.lock().unwrap().push((idx, states, outs));
                 return;
             }

@@ -5,10 +5,9 @@
 
 use crate::attention::tiled::{keys_by_row, merge_rows, segments_into, values_by_row};
 use crate::attention::{attend_body, AttnScratch, F16Rows, FillTiles, KvRows, QueryBlock};
-use crate::attention::{RowState, Tile};
+use crate::attention::{RowState, Segments, Tile};
 use crate::Isa;
 use std::arch::x86_64::*;
-use std::ops::Range;
 
 /// Safe entry point: the body compiled for `isa` (an AVX2-bodied level) after checking the
 /// CPU (panics when it lacks `isa`).
@@ -33,19 +32,17 @@ pub fn attend_checked<R: KvRows>(
 pub fn segments_checked<R: KvRows>(
     kv: &R,
     a: &QueryBlock,
-    segs: Range<usize>,
-    states: &mut [RowState],
-    outs: &mut [f32],
+    out: Segments,
     s: &mut AttnScratch,
     isa: Isa,
 ) {
     check(isa);
     if isa == Isa::Avx512Vnni {
         // SAFETY: the CPU supports the AVX-512 level (checked just above).
-        unsafe { segments_avx512(kv, a, segs, states, outs, s) }
+        unsafe { segments_avx512(kv, a, out, s) }
     } else {
         // SAFETY: the CPU supports avx2, fma and f16c (checked just above).
-        unsafe { segments(kv, a, segs, states, outs, s) }
+        unsafe { segments(kv, a, out, s) }
     }
 }
 
@@ -89,15 +86,8 @@ macro_rules! attend_root {
 
         $(#[$doc])*
         #[target_feature(enable = $features)]
-        unsafe fn $segments<R: KvRows>(
-            kv: &R,
-            a: &QueryBlock,
-            segs: Range<usize>,
-            states: &mut [RowState],
-            outs: &mut [f32],
-            s: &mut AttnScratch,
-        ) {
-            segments_into(kv, a, segs, states, outs, s, F16cFill::<$pairs>(()))
+        unsafe fn $segments<R: KvRows>(kv: &R, a: &QueryBlock, out: Segments, s: &mut AttnScratch) {
+            segments_into(kv, a, out, s, F16cFill::<$pairs>(()))
         }
     };
 }
