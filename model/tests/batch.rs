@@ -199,8 +199,7 @@ fn check_long_cache_decode(name: &str) {
     assert_eq!(toks.len(), 1100, "{name}: the text is long enough");
     let o = SessionOptions {
         n_ctx: 1152,
-        n_threads: 2,
-        ..Default::default()
+        ..opts(1)
     };
     let mut whole = Session::new(&m, o);
     whole.logits_all = true;

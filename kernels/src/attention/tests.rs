@@ -34,6 +34,14 @@ struct Case {
     q: Vec<f32>,
 }
 
+/// The case's shape, for assertion messages.
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let (hd, g, p, bt, w) = (self.head_dim, self.group, self.pos0, self.bt, self.window);
+        write!(f, "hd {hd} group {g} pos0 {p} bt {bt} window {w}")
+    }
+}
+
 impl Case {
     fn new(
         rng: &mut Rng,
@@ -184,13 +192,7 @@ fn every_level_equals_the_generic_body() {
     for_each_run(|c, isa, g, got, s| {
         let mut want = vec![f32::NAN; got.len()];
         attend_body(&c.rows(), &c.block(g), &mut want, s, super::ByRow);
-        assert!(
-            same_bits(got, &want),
-            "{isa} hd {} pos0 {} bt {}: not bit-identical",
-            c.head_dim,
-            c.pos0,
-            c.bt
-        );
+        assert!(same_bits(got, &want), "{isa} {c}: not bit-identical");
     });
 }
 
@@ -213,15 +215,7 @@ fn paired_rows_equal_rows_alone() {
             let (mut alone, mut paired) = (vec![f32::NAN; n], vec![f32::NAN; n]);
             attend_body(&c.rows(), &c.block(g), &mut alone, &mut s, super::ByRow);
             attend_body(&c.rows(), &c.block(g), &mut paired, &mut s, ByRowPaired);
-            assert!(
-                same_bits(&alone, &paired),
-                "hd {} group {} pos0 {} bt {} window {}: paired rows differ",
-                c.head_dim,
-                c.group,
-                c.pos0,
-                c.bt,
-                c.window
-            );
+            assert!(same_bits(&alone, &paired), "{c}: paired rows differ");
         }
     }
 }
@@ -260,10 +254,7 @@ fn matches_the_definition() {
                     (worst, sq, n) = (worst.max(e), sq + e * e, n + 1.0);
                     assert!(
                         (*x as f64 - y).abs() < 1e-5,
-                        "{isa} hd {} pos0 {} window {} row {i} head {h} dim {d}: {x} vs {y}",
-                        c.head_dim,
-                        c.pos0,
-                        c.window
+                        "{isa} {c} row {i} head {h} dim {d}: {x} vs {y}"
                     );
                 }
             }
@@ -333,11 +324,7 @@ fn segments_split_anywhere_equal_attend() {
                 super::merge_rows(&states, &outs, &mut got, c.head_dim, isa);
                 assert!(
                     same_bits(&got, &want),
-                    "{isa} hd {} pos0 {} bt {} window {}: split at segment {cut} of {segs:?}",
-                    c.head_dim,
-                    c.pos0,
-                    c.bt,
-                    c.window
+                    "{isa} {c}: split at segment {cut} of {segs:?}"
                 );
             }
         }
