@@ -134,7 +134,7 @@ pub(crate) fn segments_body<R: KvRows, F: FillTiles>(
     };
     s.scores.resize(rows * CHUNK, 0.0);
     s.row.resize(head_dim, 0.0);
-    s.kt.resize(head_dim * 16, 0.0);
+    s.kt.resize(2 * head_dim * 16, 0.0);
     s.vt.resize(16 * head_dim, 0.0);
     let f16 = kv.f16();
     for seg in segs {
@@ -158,40 +158,74 @@ pub(crate) fn segments_body<R: KvRows, F: FillTiles>(
                 kn: 16.min(c1 - t0),
                 off,
             });
-            for t in tiles.clone() {
-                match &f16 {
-                    Some(rows) => fill.keys(rows, t, &mut s.kt, &mut s.row),
-                    None => keys_by_row(kv, t, &mut s.kt, &mut s.row),
+            // Scores by one tile, or on AVX-512 two at a time with rows three at a time (24
+            // FMA chains, 20 loads per 24 FMAs: the one-tile loop is bound by its loads).
+            let tile = |j: usize| Tile {
+                pos: c0 + 16 * j,
+                kn: 16.min(c1 - c0 - 16 * j),
+                off,
+            };
+            let (ntiles, kw) = ((c1 - c0).div_ceil(16), head_dim * 16);
+            let mut j = 0;
+            while j < ntiles {
+                let span = if F::PAIR_ROWS && j + 1 < ntiles { 2 } else { 1 };
+                for h in 0..span {
+                    let kt = &mut s.kt[h * kw..(h + 1) * kw];
+                    match &f16 {
+                        Some(rows) => fill.keys(rows, tile(j + h), kt, &mut s.row),
+                        None => keys_by_row(kv, tile(j + h), kt, &mut s.row),
+                    }
                 }
-                let col = t.pos - c0;
-                let mut store = |r: usize, acc: [f32; 16]| {
-                    let dst = &mut s.scores[r * CHUNK + col..r * CHUNK + col + 16];
-                    for (o, &x) in dst.iter_mut().zip(&acc) {
+                let kts = [&s.kt[..kw], &s.kt[kw..2 * kw]];
+                let mut store = |r: usize, h: usize, acc: [f32; 16]| {
+                    let at = r * CHUNK + 16 * (j + h);
+                    for (o, &x) in s.scores[at..at + 16].iter_mut().zip(&acc) {
                         *o = x * a.scale;
                     }
                 };
                 let mut r = ra;
                 while r < rb {
-                    let n = group(r, rb);
-                    if group_sees(r, n, t.pos) {
+                    let n = if span == 2 && r + 3 <= rb {
+                        3
+                    } else {
+                        group(r, rb)
+                    };
+                    let sees = |h: usize| group_sees(r, n, tile(j + h).pos);
+                    if n == 3 {
+                        if sees(0) || sees(1) {
+                            let q = [qrow(r), qrow(r + 1), qrow(r + 2)];
+                            let [a0, a1, a2] = score_rows3x2(kts, q);
+                            for (k, [t0, t1]) in [(0, a0), (1, a1), (2, a2)] {
+                                store(r + k, 0, t0);
+                                store(r + k, 1, t1);
+                            }
+                        }
+                        r += n;
+                        continue;
+                    }
+                    for (h, kt) in kts.into_iter().enumerate().take(span) {
+                        if !sees(h) {
+                            continue;
+                        }
                         match n {
                             4 => {
                                 let q = [qrow(r), qrow(r + 1), qrow(r + 2), qrow(r + 3)];
-                                for (j, acc) in score_rows4(&s.kt, q).into_iter().enumerate() {
-                                    store(r + j, acc);
+                                for (k, acc) in score_rows4(kt, q).into_iter().enumerate() {
+                                    store(r + k, h, acc);
                                 }
                             }
                             2 => {
                                 let q = [qrow(r), qrow(r + 1)];
-                                for (j, acc) in score_rows2(&s.kt, q).into_iter().enumerate() {
-                                    store(r + j, acc);
+                                for (k, acc) in score_rows2(kt, q).into_iter().enumerate() {
+                                    store(r + k, h, acc);
                                 }
                             }
-                            _ => store(r, score_row(&s.kt, qrow(r))),
+                            _ => store(r, h, score_row(kt, qrow(r))),
                         }
                     }
                     r += n;
                 }
+                j += span;
             }
             for r in ra..rb {
                 let i = r / heads;
@@ -404,6 +438,39 @@ fn weighted_block4(o: [&mut [f32]; 4], p: [&[f32]; 4], vt: &[f32], head_dim: usi
     o1[..W].copy_from_slice(&a1);
     o2[..W].copy_from_slice(&a2);
     o3[..W].copy_from_slice(&a3);
+}
+
+/// [`score_row`] of three query rows against two tiles (`kt[0]`, `kt[1]`): 24 FMA chains,
+/// each key load shared by three rows and each query element by two tiles (20 loads per
+/// 24 FMAs against [`score_rows4`]'s 20 per 16). Each row's operations are `score_row`'s
+/// per tile, in the same order.
+#[inline(always)]
+fn score_rows3x2(kt: [&[f32]; 2], q: [&[f32]; 3]) -> [[[f32; 16]; 2]; 3] {
+    let (mut c00, mut c01) = ([[0f32; 16]; 4], [[0f32; 16]; 4]);
+    let (mut c10, mut c11) = ([[0f32; 16]; 4], [[0f32; 16]; 4]);
+    let (mut c20, mut c21) = ([[0f32; 16]; 4], [[0f32; 16]; 4]);
+    let qs = q[0]
+        .chunks_exact(4)
+        .zip(q[1].chunks_exact(4))
+        .zip(q[2].chunks_exact(4));
+    let ks = kt[0].chunks_exact(64).zip(kt[1].chunks_exact(64));
+    for ((k0, k1), ((q0, q1), q2)) in ks.zip(qs) {
+        for p in 0..4 {
+            let a: &[f32; 16] = k0[16 * p..16 * p + 16].try_into().unwrap();
+            let b: &[f32; 16] = k1[16 * p..16 * p + 16].try_into().unwrap();
+            axpy(&mut c00[p], q0[p], a);
+            axpy(&mut c01[p], q0[p], b);
+            axpy(&mut c10[p], q1[p], a);
+            axpy(&mut c11[p], q1[p], b);
+            axpy(&mut c20[p], q2[p], a);
+            axpy(&mut c21[p], q2[p], b);
+        }
+    }
+    [
+        [finish_scores(&c00, kt[0], q[0]), finish_scores(&c01, kt[1], q[0])],
+        [finish_scores(&c10, kt[0], q[1]), finish_scores(&c11, kt[1], q[1])],
+        [finish_scores(&c20, kt[0], q[2]), finish_scores(&c21, kt[1], q[2])],
+    ]
 }
 
 /// [`score_row`] of four query rows: 16 FMA chains, 20 loads per 16 FMAs (pairs: 12 per
