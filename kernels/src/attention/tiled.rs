@@ -467,9 +467,18 @@ fn score_rows3x2(kt: [&[f32]; 2], q: [&[f32]; 3]) -> [[[f32; 16]; 2]; 3] {
         }
     }
     [
-        [finish_scores(&c00, kt[0], q[0]), finish_scores(&c01, kt[1], q[0])],
-        [finish_scores(&c10, kt[0], q[1]), finish_scores(&c11, kt[1], q[1])],
-        [finish_scores(&c20, kt[0], q[2]), finish_scores(&c21, kt[1], q[2])],
+        [
+            finish_scores(&c00, kt[0], q[0]),
+            finish_scores(&c01, kt[1], q[0]),
+        ],
+        [
+            finish_scores(&c10, kt[0], q[1]),
+            finish_scores(&c11, kt[1], q[1]),
+        ],
+        [
+            finish_scores(&c20, kt[0], q[2]),
+            finish_scores(&c21, kt[1], q[2]),
+        ],
     ]
 }
 
