@@ -171,7 +171,10 @@ fn chat_with_smollm2() {
             "-sys",
             "You are a helpful assistant.",
         ],
-        "What is the capital of France?\nAnd what is the capital of Italy?\n",
+        // Asked "What is the capital of France?" its first token is a coin toss ("The"
+        // 0.18, "La" 0.17: any rounding change picks the language); here "The" has 0.53
+        // against 0.10 in both numerics.
+        "Name the capital of France.\nName the capital of Italy.\n",
     );
     let (so, err) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{err}");

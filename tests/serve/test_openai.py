@@ -16,7 +16,7 @@ def main(base: str) -> None:
 
     messages = [
         {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "What is the capital of France?"},
+        {"role": "user", "content": "Name the capital of France."},  # (wide first-token margin)
     ]
     whole = client.chat.completions.create(model="smol", messages=messages, max_tokens=32, temperature=0)
     answer = whole.choices[0].message.content
