@@ -158,10 +158,13 @@ pub fn run(args: BenchArgs) -> CliResult {
     if opts.breakdown {
         let t = threads.iter().copied().max().unwrap_or(1);
         let bw = crate::bandwidth::probe(crate::bandwidth::DEFAULT_BYTES, t);
-        eprintln!(
-            "read bandwidth {:.1} GB/s (1 thread), {:.1} GB/s ({} threads)",
-            bw.single_gbs, bw.multi_gbs, bw.threads
-        );
+        match bw.threads {
+            1 => eprintln!("read bandwidth {:.1} GB/s (1 thread)", bw.single_gbs),
+            n => eprintln!(
+                "read bandwidth {:.1} GB/s (1 thread), {:.1} GB/s ({n} threads)",
+                bw.single_gbs, bw.multi_gbs
+            ),
+        }
         for row in &mut rows {
             let Some(b) = row.extra.get_mut("breakdown") else {
                 continue;
