@@ -38,17 +38,23 @@ impl Bandwidth {
     }
 }
 
+/// The core probe thread `i` is pinned to: the process's cores in turn (not the calling
+/// thread's mask, which a pool may have narrowed to one core).
+fn probe_core(i: usize) -> Option<core_affinity::CoreId> {
+    let cores = pocket_model::threadpool::process_cores();
+    cores.get(i % cores.len().max(1)).copied()
+}
+
 /// One timed pass over `data` split across `threads` threads; GB/s.
 fn pass(data: &[u8], threads: usize) -> f64 {
     let part = data.len().div_ceil(threads);
-    let cores = pocket_model::threadpool::process_cores();
     let start = Instant::now();
     let total = std::thread::scope(|s| {
         let handles: Vec<_> = data
             .chunks(part)
             .enumerate()
             .map(|(i, chunk)| {
-                let core = cores.get(i % cores.len().max(1)).copied();
+                let core = probe_core(i);
                 s.spawn(move || {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
@@ -84,4 +90,29 @@ pub fn probe(bytes: usize, threads: u32) -> Bandwidth {
 pub fn probe_default() -> Bandwidth {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     probe(DEFAULT_BYTES, threads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool pins its calling thread to one core; the probe's threads must still get a
+    /// core each (they used to inherit the one-core mask and share it).
+    #[test]
+    fn probe_threads_get_distinct_cores_after_the_caller_is_pinned() {
+        let cores = pocket_model::threadpool::process_cores();
+        if cores.len() < 2 {
+            eprintln!("SKIPPED: this process may run on {} core(s)", cores.len());
+            return;
+        }
+        std::thread::spawn(|| {
+            assert!(core_affinity::set_for_current(cores[0]));
+            assert_eq!(core_affinity::get_core_ids().map(|c| c.len()), Some(1));
+            assert_ne!(probe_core(0), probe_core(1));
+            let bw = probe(8 << 20, 2);
+            assert!(bw.single_gbs > 0.0 && bw.multi_gbs > 0.0);
+        })
+        .join()
+        .unwrap();
+    }
 }
