@@ -72,26 +72,25 @@ fn speculative(
     (g, next_logits(&mut s))
 }
 
-fn ngram() -> Speculator<'static> {
+/// An n-gram speculator with keys from `size_n` tokens down to `min_n`, copying up to 16.
+fn ngram_keys(size_n: usize, min_n: usize) -> Speculator<'static> {
     let ng = NgramSimple {
-        size_n: 3,
+        size_n,
         size_m: 16,
-        min_n: 3,
+        min_n,
         resync: 8,
     };
     Speculator::new(Box::new(NgramDrafter::new(ng)), SpecParams::default())
 }
 
+fn ngram() -> Speculator<'static> {
+    ngram_keys(3, 3)
+}
+
 /// Keys from 8 tokens down to 1 (pocket's shorter-key fallback at its most eager): drafts
 /// on nearly every step, many of them rejected.
 fn ngram_down_to_one() -> Speculator<'static> {
-    let ng = NgramSimple {
-        size_n: 8,
-        size_m: 16,
-        min_n: 1,
-        resync: 8,
-    };
-    Speculator::new(Box::new(NgramDrafter::new(ng)), SpecParams::default())
+    ngram_keys(8, 1)
 }
 
 /// `name` cut to its first `keep` layers, written once per test binary.
