@@ -30,6 +30,15 @@ impl Parser<'_> {
         })
     }
 
+    /// Whether more of a string or class comes before its `close` byte (not consumed); an
+    /// error naming `what` at the end of the input.
+    fn before(&self, close: u8, what: &str) -> Result<bool, GbnfError> {
+        match self.peek() {
+            None => self.err(format!("unexpected end of input in {what}")),
+            Some(b) => Ok(b != close),
+        }
+    }
+
     /// Spaces, tabs, `#` comments, and newlines where `newline_ok`.
     fn space(&mut self, newline_ok: bool) {
         while let Some(b) = self.peek() {
@@ -116,20 +125,14 @@ impl Parser<'_> {
                 b'"' => {
                     self.pos += 1;
                     let mut s = String::new();
-                    loop {
-                        match self.peek() {
-                            None => return self.err("unexpected end of input in a string"),
-                            Some(b'"') => break,
-                            _ => {
-                                let c = self.char()?;
-                                match char::from_u32(c) {
-                                    Some(c) => s.push(c),
-                                    None => {
-                                        return self.err(format!(
-                                        "U+{c:X} is not a character (a surrogate or past U+10FFFF)"
-                                    ))
-                                    }
-                                }
+                    while self.before(b'"', "a string")? {
+                        let c = self.char()?;
+                        match char::from_u32(c) {
+                            Some(c) => s.push(c),
+                            None => {
+                                return self.err(format!(
+                                    "U+{c:X} is not a character (a surrogate or past U+10FFFF)"
+                                ))
                             }
                         }
                     }
@@ -143,12 +146,7 @@ impl Parser<'_> {
                         self.pos += 1;
                     }
                     let mut ranges = Vec::new();
-                    loop {
-                        match self.peek() {
-                            None => return self.err("unexpected end of input in a class"),
-                            Some(b']') => break,
-                            _ => {}
-                        }
+                    while self.before(b']', "a class")? {
                         let lo = self.char()?;
                         let mut hi = lo;
                         if self.peek() == Some(b'-') && self.peek_at(1) != Some(b']') {
