@@ -169,18 +169,18 @@ fn leading_bos_stripped(name: &str, bos: &str, eos: &str) -> ChatTemplate {
         .with_strip(true, false)
 }
 
-/// A template with a system role renders llama.cpp's `expected` output for the test
-/// conversation, and renders it incrementally too.
-fn assert_renders_with_system(t: &ChatTemplate, expected: &str) {
+/// Built-in template `name` (with these BOS and EOS texts) has a system role, renders
+/// llama.cpp's `expected` output for the test conversation, and renders it incrementally too.
+fn assert_builtin_renders_with_system(name: &str, bos: &str, eos: &str, expected: &str) {
+    let t = ChatTemplate::new(name, bos, eos).unwrap();
     assert_eq!(t.render(&conversation(), true).unwrap(), expected);
     assert!(t.supports_system_role());
-    assert_incremental(t, &conversation());
+    assert_incremental(&t, &conversation());
 }
 
 #[test]
 fn chatml_builtin_matches_llama_cpp() {
-    let t = ChatTemplate::new("chatml", "", "").unwrap();
-    assert_renders_with_system(&t, CHATML_EXPECTED);
+    assert_builtin_renders_with_system("chatml", "", "", CHATML_EXPECTED);
 }
 
 #[test]
@@ -207,8 +207,12 @@ const COMMAND_R_EXPECTED: &str = "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are
 
 #[test]
 fn command_r_builtin_matches_llama_cpp() {
-    let t = ChatTemplate::new("command-r", "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>").unwrap();
-    assert_renders_with_system(&t, COMMAND_R_EXPECTED);
+    assert_builtin_renders_with_system(
+        "command-r",
+        "<BOS_TOKEN>",
+        "<|END_OF_TURN_TOKEN|>",
+        COMMAND_R_EXPECTED,
+    );
 }
 
 #[test]
