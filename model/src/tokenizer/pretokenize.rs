@@ -106,87 +106,75 @@ pub(crate) struct PreConfig {
     pub escape_whitespaces: bool,
 }
 
+impl PreConfig {
+    /// `kind` with llama.cpp's defaults for the other settings.
+    fn of(kind: PreKind) -> PreConfig {
+        PreConfig {
+            kind,
+            clean_spaces: true,
+            ignore_merges: false,
+            add_bos: None,
+            no_bos: false,
+            escape_whitespaces: false,
+        }
+    }
+
+    /// The same with `clean_spaces` off.
+    fn keep_spaces(self) -> PreConfig {
+        PreConfig {
+            clean_spaces: false,
+            ..self
+        }
+    }
+}
+
 /// Maps `tokenizer.ggml.pre` to its settings (`llama_vocab::impl::load`).
 pub(crate) fn config_for(pre: &str) -> Result<PreConfig, TokenizerError> {
     use PreKind::*;
-    let mut c = PreConfig {
-        kind: Default,
-        clean_spaces: true,
-        ignore_merges: false,
-        add_bos: None,
-        no_bos: false,
-        escape_whitespaces: false,
-    };
-    match pre {
-        "" | "default" => {}
+    Ok(match pre {
+        "" | "default" => PreConfig::of(Default),
         "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
-        | "lfm2" | "jina-v5-nano" => {
-            c.kind = Llama3;
-            c.ignore_merges = true;
-            c.add_bos = Some(true);
-        }
-        "dbrx" | "smaug-bpe" => c.kind = Llama3,
-        "chatglm-bpe" => {
-            c.kind = Llama3;
-            c.no_bos = true;
-        }
-        "glm4" | "glm5" => {
-            c.kind = Llama3;
-            c.no_bos = true;
-            c.ignore_merges = true;
-        }
-        "deepseek-llm" => {
-            c.kind = DeepseekLlm;
-            c.clean_spaces = false;
-        }
-        "deepseek-coder" => {
-            c.kind = DeepseekCoder;
-            c.clean_spaces = false;
-        }
-        "falcon" => c.kind = Falcon,
+        | "lfm2" | "jina-v5-nano" => PreConfig {
+            ignore_merges: true,
+            add_bos: Some(true),
+            ..PreConfig::of(Llama3)
+        },
+        "dbrx" | "smaug-bpe" => PreConfig::of(Llama3),
+        "chatglm-bpe" => PreConfig {
+            no_bos: true,
+            ..PreConfig::of(Llama3)
+        },
+        "glm4" | "glm5" => PreConfig {
+            no_bos: true,
+            ignore_merges: true,
+            ..PreConfig::of(Llama3)
+        },
+        "deepseek-llm" => PreConfig::of(DeepseekLlm).keep_spaces(),
+        "deepseek-coder" => PreConfig::of(DeepseekCoder).keep_spaces(),
+        "falcon" => PreConfig::of(Falcon),
         "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
-            c.kind = Starcoder
+            PreConfig::of(Starcoder)
         }
-        "command-r" | "smollm" => {
-            c.kind = Starcoder;
-            c.clean_spaces = false;
-        }
+        "command-r" | "smollm" => PreConfig::of(Starcoder).keep_spaces(),
         "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de"
         | "a.x-4.0" | "mellum" | "modern-bert" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe"
-        | "exaone4" | "mpt" | "olmo" | "jais" => c.kind = Gpt2,
-        "trillion" | "granite-docling" => {
-            c.kind = Gpt2;
-            c.clean_spaces = false;
-        }
-        "stablelm2" | "megrez" => c.kind = Qwen2,
+        | "exaone4" | "mpt" | "olmo" | "jais" => PreConfig::of(Gpt2),
+        "trillion" | "granite-docling" => PreConfig::of(Gpt2).keep_spaces(),
+        "stablelm2" | "megrez" => PreConfig::of(Qwen2),
         "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
-            c.kind = Qwen2;
-            c.clean_spaces = false;
+            PreConfig::of(Qwen2).keep_spaces()
         }
-        "qwen35" => {
-            c.kind = Qwen35;
-            c.clean_spaces = false;
-        }
-        "poro-chat" => {
-            c.kind = Bloom;
-            c.clean_spaces = false;
-        }
-        "bloom" | "gpt3-finnish" => c.kind = Bloom,
-        "viking" => {
-            c.kind = Viking;
-            c.clean_spaces = false;
-        }
-        "laguna" => {
-            c.kind = Laguna;
-            c.clean_spaces = false;
-        }
-        "gemma4" => {
-            c.kind = Gemma4;
-            c.escape_whitespaces = true;
-        }
+        "qwen35" => PreConfig::of(Qwen35).keep_spaces(),
+        "poro-chat" => PreConfig::of(Bloom).keep_spaces(),
+        "bloom" | "gpt3-finnish" => PreConfig::of(Bloom),
+        "viking" => PreConfig::of(Viking).keep_spaces(),
+        "laguna" => PreConfig::of(Laguna).keep_spaces(),
+        "gemma4" => PreConfig {
+            escape_whitespaces: true,
+            ..PreConfig::of(Gemma4)
+        },
         other => return Err(TokenizerError::UnsupportedPreTokenizer(other.to_string())),
-    }
-    Ok(c)
+    })
 }
 
 enum Step {
