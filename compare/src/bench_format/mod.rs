@@ -166,12 +166,7 @@ fn write_csv(rows: &[BenchRow]) -> String {
     let mut out = FIELDS.join(",");
     out.push('\n');
     for row in rows {
-        let values: Vec<String> = row
-            .values()
-            .iter()
-            .map(|v| format!("\"{}\"", v.replace('"', "\"\"")))
-            .collect();
-        out.push_str(&values.join(","));
+        out.push_str(&quoted_values(row, '"').join(","));
         out.push('\n');
     }
     out
@@ -190,19 +185,24 @@ fn write_sql(rows: &[BenchRow]) -> String {
     }
     out.push_str(");\n\n");
     for row in rows {
-        let values: Vec<String> = row
-            .values()
-            .iter()
-            .map(|v| format!("'{}'", v.replace('\'', "''")))
-            .collect();
         let _ = writeln!(
             out,
             "INSERT INTO llama_bench ({}) VALUES ({});",
             FIELDS.join(", "),
-            values.join(", ")
+            quoted_values(row, '\'').join(", ")
         );
     }
     out
+}
+
+/// The row's values, each between `quote`s with a `quote` inside doubled (CSV's and SQL's
+/// string literals).
+fn quoted_values(row: &BenchRow, quote: char) -> Vec<String> {
+    let doubled = format!("{quote}{quote}");
+    row.values()
+        .iter()
+        .map(|v| format!("{quote}{}{quote}", v.replace(quote, &doubled)))
+        .collect()
 }
 
 /// The md columns llama-bench shows when a field differs from its default, in its order.
