@@ -39,23 +39,24 @@ pub struct SpecArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub spec_draft_n_min: usize,
     /// ngram-simple: length of the n-gram looked up.
-    #[arg(long, default_value_t = 12, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, default_value_t = 12, value_name = "N", value_parser = ngram_tokens(1))]
     pub spec_ngram_simple_size_n: u16,
     /// ngram-simple: most tokens copied after a match.
-    #[arg(long, default_value_t = 48, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, default_value_t = 48, value_name = "N", value_parser = ngram_tokens(1))]
     pub spec_ngram_simple_size_m: u16,
     /// ngram-simple: shortest n-gram looked up when longer ones have no earlier match
     /// (pocket's; equal to -size-n for llama.cpp's lookup).
-    #[arg(long, default_value_t = 3, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = ngram_tokens(1))]
     pub spec_ngram_simple_size_n_min: u16,
     /// ngram-simple: when no n-gram matches, look the last token up within N tokens of
     /// where the text was copying from a moment ago (pocket's; 0: off, llama.cpp's lookup).
-    #[arg(long, default_value_t = 8, value_name = "N",
-          value_parser = clap::value_parser!(u16).range(0..=1024))]
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = ngram_tokens(0))]
     pub spec_ngram_simple_resync: u16,
+}
+
+/// The ngram-simple flags' parser: a count of tokens from `min` to 1024.
+fn ngram_tokens(min: i64) -> clap::builder::RangedI64ValueParser<u16> {
+    clap::value_parser!(u16).range(min..=1024)
 }
 
 /// Flags that contradict each other.
