@@ -203,11 +203,7 @@ fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
     );
     let names: Vec<String> = engines.iter().map(|e| format!("{e} t/s")).collect();
     let speedups: Vec<String> = engines.iter().map(|e| format!("× {e}")).collect();
-    table_head(
-        out,
-        &["model", "test", "threads", "pocket t/s"],
-        &[&names, &speedups],
-    );
+    results_head(out, "pocket t/s", &[&names, &speedups]);
     for c in &receipt.results {
         let d = &c.derived;
         let pocket = format!("{:.2} ± {:.2}", d.pocket_ts_mean, d.pocket_ts_sd);
@@ -227,11 +223,7 @@ fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
     let rss: Vec<String> = engines.iter().map(|e| format!("{e} RSS MiB")).collect();
     let mut setup = vec!["pocket setup ms".to_string()];
     setup.extend(engines.iter().map(|e| format!("{e} setup ms")));
-    table_head(
-        out,
-        &["model", "test", "threads", "pocket RSS MiB"],
-        &[&rss, &setup],
-    );
+    results_head(out, "pocket RSS MiB", &[&rss, &setup]);
     for c in &receipt.results {
         let d = &c.derived;
         row_start(out, c, &mib(d.pocket_peak_rss_bytes));
@@ -246,6 +238,12 @@ fn speed_tables(out: &mut String, receipt: &Receipt, engines: &[EngineKind]) {
         });
         out.push('\n');
     }
+}
+
+/// The header of a table whose rows begin with [`row_start`]: model, test, threads and
+/// `pocket`, then the `more` column groups.
+fn results_head(out: &mut String, pocket: &str, more: &[&Vec<String>]) {
+    table_head(out, &["model", "test", "threads", pocket], more);
 }
 
 /// A table row's first cells: the comparison's model, test and threads, then `pocket`.
