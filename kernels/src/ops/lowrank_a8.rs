@@ -5,9 +5,14 @@
 //! bf16's 2, and only `A`'s own rounding is added (the input stays f32, the rank-long
 //! result stays f32).
 //!
-//! Layout: row-major codes (`rank × n_in`), and per row one f32 scale per block of 32
-//! inputs (the last block may be shorter): `q[r][i] = round(A[r][i] / d)`, `d = max |A|
-//! / 127` over the block.
+//! Layout: rows in panels of [`PANEL`] (16; the last panel may be shorter), and inside a
+//! panel block by block: block `b` of a panel of `h` rows is `h` runs of 32 codes (row 0's
+//! first), its `h` scales likewise; a short last block is padded with zero codes. Row
+//! `r`'s block `b`: `q[r][32b + i] = round(A[r][32b + i] / d)`, `d = max |A| / 127` over
+//! the block. So the `A x` of a whole panel (a rank-16 pair is one) reads the codes as
+//! one sequential stream and the scales as another, which the hardware prefetcher
+//! follows from the first lines, where a row-major `A` was 16 short streams, each
+//! waiting on DRAM anew.
 //!
 //! Row `r` of the product, on every level: 16 partial sums `acc[l]`; for each whole block
 //! `b` (inputs `32b ..`), `acc[l] += d_b · ((q[32b+l]·x[32b+l]) + (q[32b+16+l]·x[32b+16+l]))`
@@ -24,39 +29,67 @@ use crate::Isa;
 /// Inputs per scale.
 pub const BLOCK: usize = 32;
 
-/// `A` (`rank × n_in`) as int8 codes with a scale per 32 inputs of a row (see the module).
+/// Rows interleaved block by block (see the module).
+pub const PANEL: usize = 16;
+
+/// `A` (`rank × n_in`) as int8 codes with a scale per 32 inputs of a row, in panels of
+/// [`PANEL`] rows (see the module).
 #[derive(Clone, Debug, Default)]
 pub struct A8 {
     pub rank: usize,
     pub n_in: usize,
-    /// `rank × n_in` codes, row-major.
+    /// `rank × blocks × 32` codes, panel by panel, block by block, row by row.
     pub q: Vec<i8>,
-    /// `rank × n_in.div_ceil(32)` scales, row-major.
+    /// `rank × blocks` scales, in the same order.
     pub d: Vec<f32>,
+}
+
+/// Where a row's blocks are: block `b`'s codes at `q + 32·(b·height + row)`, its scale at
+/// `d + b·height + row` ([`A8::at`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PanelRow {
+    /// The panel's first code (its first scale is at `q / 32`).
+    pub q: usize,
+    /// Rows in the panel.
+    pub height: usize,
+    /// The row's place in the panel.
+    pub row: usize,
+}
+
+impl PanelRow {
+    /// Index of block `b`'s first code.
+    pub fn code(&self, b: usize) -> usize {
+        self.q + BLOCK * (b * self.height + self.row)
+    }
+
+    /// Index of block `b`'s scale.
+    pub fn scale(&self, b: usize) -> usize {
+        self.q / BLOCK + b * self.height + self.row
+    }
 }
 
 impl A8 {
     /// Quantizes `A` (`rank × n_in`, row-major f32).
     pub fn quantize(a: &[f32], rank: usize, n_in: usize) -> A8 {
         assert_eq!(a.len(), rank * n_in, "lowrank_a8: A is not {rank}x{n_in}");
+        let nb = n_in.div_ceil(BLOCK);
         let mut t = A8 {
             rank,
             n_in,
-            q: vec![0; rank * n_in],
-            d: Vec::with_capacity(rank * n_in.div_ceil(BLOCK)),
+            q: vec![0; rank * nb * BLOCK],
+            d: vec![0.0; rank * nb],
         };
-        for (src, dst) in a
-            .chunks_exact(n_in.max(1))
-            .zip(t.q.chunks_exact_mut(n_in.max(1)))
-        {
-            for (s, q) in src.chunks(BLOCK).zip(dst.chunks_mut(BLOCK)) {
+        for r in 0..rank {
+            let at = t.at(r);
+            let src = &a[r * n_in..(r + 1) * n_in];
+            for (b, s) in src.chunks(BLOCK).enumerate() {
                 let amax = s.iter().fold(0f32, |m, v| m.max(v.abs()));
                 let d = amax / 127.0;
                 let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-                for (q, &v) in q.iter_mut().zip(s) {
+                for (q, &v) in t.q[at.code(b)..].iter_mut().zip(s) {
                     *q = (v * id).round().clamp(-127.0, 127.0) as i8;
                 }
-                t.d.push(d);
+                t.d[at.scale(b)] = d;
             }
         }
         t
@@ -67,15 +100,30 @@ impl A8 {
         self.n_in.div_ceil(BLOCK)
     }
 
+    /// Where row `r`'s blocks are.
+    pub fn at(&self, r: usize) -> PanelRow {
+        let p0 = r / PANEL * PANEL;
+        PanelRow {
+            q: p0 * self.blocks() * BLOCK,
+            height: PANEL.min(self.rank - p0),
+            row: r - p0,
+        }
+    }
+
     /// `A` dequantized, row-major (`rank × n_in`).
     pub fn to_rows(&self) -> Vec<f32> {
-        let nb = self.blocks();
-        (0..self.rank * self.n_in)
-            .map(|k| {
-                let (r, i) = (k / self.n_in.max(1), k % self.n_in.max(1));
-                self.d[r * nb + i / BLOCK] * self.q[k] as f32
-            })
-            .collect()
+        let mut out = vec![0f32; self.rank * self.n_in];
+        for r in 0..self.rank {
+            let at = self.at(r);
+            let row = &mut out[r * self.n_in..(r + 1) * self.n_in];
+            for (b, o) in row.chunks_mut(BLOCK).enumerate() {
+                let d = self.d[at.scale(b)];
+                for (o, &q) in o.iter_mut().zip(&self.q[at.code(b)..]) {
+                    *o = d * q as f32;
+                }
+            }
+        }
+        out
     }
 
     /// Bytes held (what a pass over every row reads).
@@ -87,7 +135,7 @@ impl A8 {
     /// and rows `rows` exist, `mid` one value each.
     fn check(&self, rows: &std::ops::Range<usize>, x: &[f32], mid: &[f32]) {
         assert!(
-            self.q.len() == self.rank * self.n_in
+            self.q.len() == self.rank * self.blocks() * BLOCK
                 && self.d.len() == self.rank * self.blocks()
                 && x.len() == self.n_in
                 && rows.start <= rows.end
@@ -106,26 +154,26 @@ impl A8 {
 
 /// The short last block of row `r` (if `n_in % 32 != 0`): `d · Σ q·x` in order.
 pub fn tail(a: &A8, r: usize, x: &[f32]) -> f32 {
-    let whole = a.n_in / BLOCK * BLOCK;
-    if whole == a.n_in {
+    let whole = a.n_in / BLOCK;
+    if whole * BLOCK == a.n_in {
         return 0.0;
     }
-    let q = &a.q[r * a.n_in + whole..(r + 1) * a.n_in];
+    let at = a.at(r);
+    let q = &a.q[at.code(whole)..][..a.n_in - whole * BLOCK];
     let mut t = 0f32;
-    for (&c, &v) in q.iter().zip(&x[whole..]) {
+    for (&c, &v) in q.iter().zip(&x[whole * BLOCK..]) {
         t += c as f32 * v;
     }
-    a.d[r * a.blocks() + a.blocks() - 1] * t
+    a.d[at.scale(whole)] * t
 }
 
 /// Scalar reference: row `r` of `A x` (see the module for the order).
 pub fn row_ref(a: &A8, r: usize, x: &[f32]) -> f32 {
-    let nb = a.blocks();
-    let q = &a.q[r * a.n_in..(r + 1) * a.n_in];
+    let at = a.at(r);
     let mut acc = [0f32; 16];
     for b in 0..a.n_in / BLOCK {
-        let d = a.d[r * nb + b];
-        let (qb, xb) = (&q[b * BLOCK..][..BLOCK], &x[b * BLOCK..][..BLOCK]);
+        let d = a.d[at.scale(b)];
+        let (qb, xb) = (&a.q[at.code(b)..][..BLOCK], &x[b * BLOCK..][..BLOCK]);
         for (l, acc) in acc.iter_mut().enumerate() {
             let t = qb[l] as f32 * xb[l] + qb[16 + l] as f32 * xb[16 + l];
             *acc += d * t;
@@ -190,16 +238,15 @@ mod tests {
         /// product, and the codes are within half a step of `A`.
         #[test]
         fn rows_are_the_reference_bit_for_bit(
-            (rank, n_in, a, x) in (1usize..24, 1usize..300).prop_flat_map(|(r, n)| {
+            (rank, n_in, a, x) in (1usize..40, 1usize..300).prop_flat_map(|(r, n)| {
                 (Just(r), Just(n), f32s(r * n, 0.08), f32s(n, 3.0))
             }),
             cut in (0f64..1.0, 0f64..1.0),
         ) {
             let a8 = A8::quantize(&a, rank, n_in);
             let deq = a8.to_rows();
-            let nb = a8.blocks();
             for (k, (&w, &v)) in deq.iter().zip(&a).enumerate() {
-                let d = a8.d[k / n_in * nb + k % n_in / BLOCK];
+                let d = a8.d[a8.at(k / n_in).scale(k % n_in / BLOCK)];
                 prop_assert!((w - v).abs() <= d * 0.5001 + 1e-12);
             }
             let (u, v) = span(cut, rank);
@@ -224,6 +271,25 @@ mod tests {
     fn rows_past_the_matrix_are_refused() {
         let a = A8::quantize(&[1.0; 64], 2, 32);
         rows_with(Isa::active(), &a, 1..3, &[1.0; 32], &mut [0f32; 2]);
+    }
+
+    /// A panel's codes are one run, block by block and inside a block row by row; a short
+    /// last panel follows the full ones.
+    #[test]
+    fn panels_are_read_in_one_run() {
+        let a = A8::quantize(&[0.5; 20 * 70], 20, 70);
+        let mut order = Vec::new();
+        for (p0, h) in [(0, 16), (16, 4)] {
+            for b in 0..a.blocks() {
+                for r in p0..p0 + h {
+                    assert_eq!(a.at(r).scale(b), order.len());
+                    order.push(a.at(r).code(b));
+                }
+            }
+        }
+        let runs: Vec<usize> = (0..order.len()).map(|i| i * BLOCK).collect();
+        assert_eq!(order, runs);
+        assert_eq!(a.q.len(), 20 * 3 * BLOCK);
     }
 
     #[test]
