@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use pocket_compare::bench_format::{self, Format};
+use pocket_compare::bench_row::BenchRow;
 use pocket_compare::engine::EngineKind;
 use pocket_compare::receipt::Receipt;
 
@@ -22,6 +23,13 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `pocket` with `args`, which must succeed, its output read as `format` rows.
+fn bench_rows(args: &[&str], format: Format) -> Vec<BenchRow> {
+    let out = pocket(args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    bench_format::parse(&String::from_utf8_lossy(&out.stdout), format).unwrap()
+}
+
 fn smollm2() -> String {
     common::smollm2().display().to_string()
 }
@@ -29,11 +37,12 @@ fn smollm2() -> String {
 #[test]
 fn bench_json_parses_as_llama_bench_rows() {
     let m = smollm2();
-    let out = pocket(&[
-        "bench", "-m", &m, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-o", "json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Json).unwrap();
+    let rows = bench_rows(
+        &[
+            "bench", "-m", &m, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-o", "json",
+        ],
+        Format::Json,
+    );
     assert_eq!(rows.len(), 2);
     let file_size = std::fs::metadata(&m).unwrap().len();
     for (row, (p, n)) in rows.iter().zip([(16, 0), (0, 4)]) {
@@ -63,11 +72,13 @@ fn bench_json_parses_as_llama_bench_rows() {
 #[test]
 fn bench_csv_pg_and_comma_lists() {
     let m = smollm2();
-    let out = pocket(&[
-        "bench", "-m", &m, "-p", "8,4", "-n", "0", "-pg", "4,2", "-r", "2", "-t", "2", "-o", "csv",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Csv).unwrap();
+    let rows = bench_rows(
+        &[
+            "bench", "-m", &m, "-p", "8,4", "-n", "0", "-pg", "4,2", "-r", "2", "-t", "2", "-o",
+            "csv",
+        ],
+        Format::Csv,
+    );
     let tests: Vec<String> = rows.iter().map(|r| r.test_name()).collect();
     assert_eq!(tests, ["pp8", "pp4", "pp4+tg2"]);
     assert!(rows.iter().all(|r| r.avg_ts > 0.0));
@@ -336,26 +347,27 @@ const BREAKDOWN_OPS: [&str; 9] = [
 fn bench_breakdown_covers_every_operation_and_sums_to_the_total() {
     let m = tiny_qwen3("breakdown");
     let m = m.to_str().unwrap();
-    let out = pocket(&[
-        "bench",
-        "-m",
-        m,
-        "-p",
-        "32",
-        "-n",
-        "16",
-        "-r",
-        "2",
-        "-t",
-        "2",
-        "-o",
-        "json",
-        "--breakdown",
-        "--poll",
-        "0",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Json).unwrap();
+    let rows = bench_rows(
+        &[
+            "bench",
+            "-m",
+            m,
+            "-p",
+            "32",
+            "-n",
+            "16",
+            "-r",
+            "2",
+            "-t",
+            "2",
+            "-o",
+            "json",
+            "--breakdown",
+            "--poll",
+            "0",
+        ],
+        Format::Json,
+    );
     assert_eq!(rows.len(), 2);
     for (row, phase) in rows.iter().zip(["prefill", "decode"]) {
         assert_eq!(row.poll, 0);
@@ -475,29 +487,30 @@ fn bench_profile_writes_a_flamegraph_with_kernel_names() {
 #[test]
 fn bench_records_cpu_mask_strict_and_poll() {
     let m = tiny_qwen3("placement");
-    let out = pocket(&[
-        "bench",
-        "-m",
-        m.to_str().unwrap(),
-        "-p",
-        "8",
-        "-n",
-        "0",
-        "-r",
-        "1",
-        "-t",
-        "2",
-        "-o",
-        "json",
-        "--cpu-mask",
-        "0x1",
-        "--cpu-strict",
-        "1",
-        "--poll",
-        "100",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Json).unwrap();
+    let rows = bench_rows(
+        &[
+            "bench",
+            "-m",
+            m.to_str().unwrap(),
+            "-p",
+            "8",
+            "-n",
+            "0",
+            "-r",
+            "1",
+            "-t",
+            "2",
+            "-o",
+            "json",
+            "--cpu-mask",
+            "0x1",
+            "--cpu-strict",
+            "1",
+            "--poll",
+            "100",
+        ],
+        Format::Json,
+    );
     assert_eq!(
         (rows[0].cpu_mask.as_str(), rows[0].cpu_strict, rows[0].poll),
         ("0x1", true, 100)
