@@ -23,7 +23,10 @@
 //! DRAM-sized matrix every format but F16 takes. F16 (f32 activations) runs every other
 //! shape.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use pocket_kernels::matmul::{gemm, gemv, PackOptions, PackedMatrix, QuantizedActivation};
 use pocket_kernels::{GgmlType, Isa};
 use std::hint::black_box;
@@ -62,11 +65,18 @@ fn activation(tokens: usize, cols: usize) -> QuantizedActivation {
     QuantizedActivation::quantize(&x, tokens)
 }
 
-fn bench_gemv(c: &mut Criterion) {
-    let mut g = c.benchmark_group("gemv");
+/// A benchmark group with the short runs every group here uses: 10 samples, 2 s of
+/// measurement after 0.5 s of warm-up.
+fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut g = c.benchmark_group(name);
     g.sample_size(10)
         .measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_millis(500));
+    g
+}
+
+fn bench_gemv(c: &mut Criterion) {
+    let mut g = group(c, "gemv");
     for (rows, cols) in SHAPES.into_iter().chain([GEMV_EXTRA]) {
         let act = activation(1, cols);
         for (name, ty, share) in FORMATS {
@@ -87,10 +97,7 @@ fn bench_gemv(c: &mut Criterion) {
     g.finish();
 
     // Two threads on the DRAM-sized shapes (a decode pool's split; spawn cost included).
-    let mut g = c.benchmark_group("gemv_2t");
-    g.sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+    let mut g = group(c, "gemv_2t");
     let isa = Isa::detect();
     for ((rows, cols), (name, ty, share)) in [(65536, 896), GEMV_EXTRA]
         .into_iter()
@@ -120,10 +127,7 @@ fn bench_gemv(c: &mut Criterion) {
 }
 
 fn bench_gemm(c: &mut Criterion) {
-    let mut g = c.benchmark_group("gemm");
-    g.sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+    let mut g = group(c, "gemm");
     for (rows, cols) in SHAPES {
         let act = activation(TOKENS, cols);
         for (name, ty, share) in FORMATS {
@@ -150,10 +154,7 @@ fn bench_gemm(c: &mut Criterion) {
 /// A few tokens on the DRAM-sized shape: a verify step's matmuls, bound by reading the
 /// weights, so GB/s beside gemv's says what the extra tokens cost.
 fn bench_gemm_few(c: &mut Criterion) {
-    let mut g = c.benchmark_group("gemm_few");
-    g.sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+    let mut g = group(c, "gemm_few");
     let (rows, cols) = GEMV_EXTRA;
     let isa = Isa::detect();
     for (name, ty, share) in FORMATS {
@@ -181,10 +182,7 @@ fn read_bytes(buf: &[u8]) -> u64 {
 }
 
 fn bench_bandwidth(c: &mut Criterion) {
-    let mut g = c.benchmark_group("bandwidth");
-    g.sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(500));
+    let mut g = group(c, "bandwidth");
     let len = 512 << 20;
     let buf: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
     g.throughput(Throughput::Bytes(len as u64));
