@@ -35,26 +35,26 @@ pub fn rows(_: Simd, isa: Isa, a: &A8, rows: std::ops::Range<usize>, x: &[f32], 
             _ => 1,
         };
         let mut acc = [[0f32; 16]; 16];
-        let body = Body {
-            q: at.code(0),
-            d: at.scale(0),
-            height: at.height,
-            blocks: whole,
-        };
         // SAFETY: `wide` is the AVX-512 level (checked above), the token proves AVX2; rows
         // `r .. r + n` lie in one panel (`n <= height - row`), whose block `b < whole <=
         // nb` holds the rows' codes at `code(0) + 32·(b·height + j)` and scales at
         // `scale(0) + b·height + j` inside `q` and `d` (their lengths checked above); `x`
         // holds `n_in >= 32·whole` values.
         unsafe {
-            let (q, d, x) = (a.q.as_ptr(), a.d.as_ptr(), x.as_ptr());
+            let body = Body {
+                q: a.q.as_ptr().add(at.code(0)),
+                d: a.d.as_ptr().add(at.scale(0)),
+                x: x.as_ptr(),
+                height: at.height,
+                blocks: whole,
+            };
             match (wide, n) {
-                (true, 16) => panel_avx512::<16>(body, q, d, x, &mut acc),
-                (true, 8) => panel_avx512::<8>(body, q, d, x, &mut acc),
-                (true, 4) => panel_avx512::<4>(body, q, d, x, &mut acc),
-                (true, _) => panel_avx512::<1>(body, q, d, x, &mut acc),
-                (false, 4) => panel_avx2::<4>(body, q, d, x, &mut acc),
-                (false, _) => panel_avx2::<1>(body, q, d, x, &mut acc),
+                (true, 16) => panel_avx512::<16>(body, &mut acc),
+                (true, 8) => panel_avx512::<8>(body, &mut acc),
+                (true, 4) => panel_avx512::<4>(body, &mut acc),
+                (true, _) => panel_avx512::<1>(body, &mut acc),
+                (false, 4) => panel_avx2::<4>(body, &mut acc),
+                (false, _) => panel_avx2::<1>(body, &mut acc),
             }
         }
         for (j, acc) in acc[..n].iter().enumerate() {
@@ -69,14 +69,31 @@ pub fn rows(_: Simd, isa: Isa, a: &A8, rows: std::ops::Range<usize>, x: &[f32], 
     }
 }
 
-/// The first of the rows a panel body runs (indices into `A8::q` and `A8::d`: block `b`
-/// of row `j` at `q + 32·(b·height + j)` and `d + b·height + j`) and the whole blocks.
+/// The first of the rows a panel body runs: block `b` of row `j` has its 32 codes at `q +
+/// 32·(b·height + j)`, its scale at `d + b·height + j`; `x` is the input; `blocks` whole
+/// blocks.
 #[derive(Clone, Copy)]
 struct Body {
-    q: usize,
-    d: usize,
+    q: *const i8,
+    d: *const f32,
+    x: *const f32,
     height: usize,
     blocks: usize,
+}
+
+impl Body {
+    /// Block `b`'s first code, scale and input of the body's first row, with the `rows`
+    /// rows' codes of the block `PREFETCH_BYTES` ahead requested (a decode step reads `A`
+    /// once, from DRAM, and a panel's blocks follow each other).
+    ///
+    /// # Safety
+    /// AVX2 available; `b < blocks`, the body's pointers valid as its callers state.
+    #[inline(always)]
+    unsafe fn block(&self, b: usize, rows: usize) -> (*const i8, *const f32, *const f32) {
+        let qb = self.q.add(BLOCK * b * self.height);
+        super::prefetch_ahead(qb as *const u8, (rows * BLOCK).div_ceil(64));
+        (qb, self.d.add(b * self.height), self.x.add(b * BLOCK))
+    }
 }
 
 /// 8 codes at `p` as f32.
@@ -103,29 +120,15 @@ unsafe fn code16(p: *const i8) -> __m512 {
 /// `ymm`), each row's `t0`, `t1` as the reference pairs them.
 ///
 /// # Safety
-/// AVX2, FMA and F16C available; for `j < N` and `b < body.blocks`, `q` readable for 32
-/// codes from `body.q + 32·(b·height + j)`, `d` at `body.d + b·height + j`; `x` for
-/// `32·blocks` values.
+/// AVX2, FMA and F16C available; for `j < N` and `b < body.blocks`, `body.q` readable for
+/// 32 codes from `32·(b·height + j)`, `body.d` at `b·height + j`; `body.x` for `32·blocks`
+/// values.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn panel_avx2<const N: usize>(
-    body: Body,
-    q: *const i8,
-    d: *const f32,
-    x: *const f32,
-    acc: &mut [[f32; 16]; 16],
-) {
-    let (q, d) = (q.add(body.q), d.add(body.d));
+unsafe fn panel_avx2<const N: usize>(body: Body, acc: &mut [[f32; 16]; 16]) {
     let mut lo = [_mm256_setzero_ps(); N];
     let mut hi = [_mm256_setzero_ps(); N];
     for b in 0..body.blocks {
-        let (qb, db, xb) = (
-            q.add(BLOCK * b * body.height),
-            d.add(b * body.height),
-            x.add(b * BLOCK),
-        );
-        // A decode step reads `A` once, from DRAM: the chunk's lines of the block
-        // `PREFETCH_BYTES` ahead (a panel's blocks follow each other).
-        super::prefetch_ahead(qb as *const u8, (N * BLOCK).div_ceil(64));
+        let (qb, db, xb) = body.block(b, N);
         let x = [
             _mm256_loadu_ps(xb),
             _mm256_loadu_ps(xb.add(8)),
@@ -159,22 +162,10 @@ unsafe fn panel_avx2<const N: usize>(
 /// # Safety
 /// AVX2, FMA, F16C and AVX-512 F available; memory as [`panel_avx2`].
 #[target_feature(enable = "avx2,fma,f16c,avx512f")]
-unsafe fn panel_avx512<const N: usize>(
-    body: Body,
-    q: *const i8,
-    d: *const f32,
-    x: *const f32,
-    acc: &mut [[f32; 16]; 16],
-) {
-    let (q, d) = (q.add(body.q), d.add(body.d));
+unsafe fn panel_avx512<const N: usize>(body: Body, acc: &mut [[f32; 16]; 16]) {
     let mut s = [_mm512_setzero_ps(); N];
     for b in 0..body.blocks {
-        let (qb, db, xb) = (
-            q.add(BLOCK * b * body.height),
-            d.add(b * body.height),
-            x.add(b * BLOCK),
-        );
-        super::prefetch_ahead(qb as *const u8, (N * BLOCK).div_ceil(64));
+        let (qb, db, xb) = body.block(b, N);
         let (x0, x1) = (_mm512_loadu_ps(xb), _mm512_loadu_ps(xb.add(16)));
         for (j, s) in s.iter_mut().enumerate() {
             let qj = qb.add(BLOCK * j);
