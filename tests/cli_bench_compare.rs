@@ -123,6 +123,49 @@ fn bench_depth_rows_in_every_format() {
     }
 }
 
+/// `--roof`: a probe before the first decode repetition and after each, every
+/// repetition's decode set against the probes around it; prompt tests run as usual.
+#[test]
+fn bench_roof_probes_around_every_decode_repetition() {
+    let m = smollm2();
+    let out = pocket(&[
+        "bench", "-m", &m, "-p", "8", "-n", "8", "-r", "3", "-t", "1", "--roof", "-o", "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("roof tg8 t1: decode ").count(), 1, "{err}");
+    let rows = bench_format::parse(&String::from_utf8_lossy(&out.stdout), Format::Json).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(!rows[0].extra.contains_key("roof"), "pp8 has no roof");
+    let roof = &rows[1].extra["roof"];
+    let nums = |k: &str| -> Vec<f64> {
+        roof[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let (decode, probe, shares) = (nums("decode_gbs"), nums("probe_gbs"), nums("shares"));
+    assert_eq!((decode.len(), probe.len(), shares.len()), (3, 4, 3));
+    assert!(decode
+        .iter()
+        .chain(&probe)
+        .all(|&v| v > 0.0 && v.is_finite()));
+    // Each repetition's share: its decode GB/s (model bytes x its t/s) over the mean of
+    // the probes on either side.
+    for (i, s) in rows[1].samples_ts.iter().enumerate() {
+        let gbs = rows[1].model_size as f64 * s / 1e9;
+        assert!(
+            (gbs / decode[i] - 1.0).abs() < 1e-6,
+            "rep {i}: {gbs} vs {}",
+            decode[i]
+        );
+        let want = decode[i] / ((probe[i] + probe[i + 1]) / 2.0);
+        assert!((shares[i] / want - 1.0).abs() < 1e-9);
+    }
+}
+
 fn assert_clear_error(args: &[&str], needle: &str) {
     let out = pocket(args);
     assert!(!out.status.success(), "{args:?} succeeded");
@@ -137,7 +180,7 @@ fn assert_clear_error(args: &[&str], needle: &str) {
 fn bad_flags_are_clear_errors() {
     let m = smollm2();
     // `pocket bench -m <SmolLM2>` with these flags, and what its error says.
-    let bench_flags: [(&[&str], &str); 10] = [
+    let bench_flags: [(&[&str], &str); 11] = [
         (&["-o", "xml"], "invalid value 'xml' for '--output"),
         (&["-p", "1,a"], "`a` is not a non-negative integer"),
         (
@@ -158,6 +201,10 @@ fn bad_flags_are_clear_errors() {
             "pp16 @ d8180 needs 8196 cache positions",
         ),
         (&["-d", "x"], "`x` is not a non-negative integer"),
+        (
+            &["--roof", "--interleave"],
+            "'--roof' cannot be used with '--interleave'",
+        ),
     ];
     for (flags, needle) in bench_flags {
         assert_clear_error(&[&["bench", "-m", &m], flags].concat(), needle);

@@ -71,18 +71,36 @@ fn pass(data: &[u8], threads: usize) -> f64 {
     data.len() as f64 / start.elapsed().as_secs_f64() / 1e9
 }
 
+/// A probe's buffer, kept for repeated measurements (`pocket bench --roof` reads it after
+/// every repetition).
+pub struct ProbeBuffer(Vec<u8>);
+
+impl ProbeBuffer {
+    /// `bytes` of data, written, not just allocated, so every page is real before the
+    /// timed reads.
+    pub fn new(bytes: usize) -> ProbeBuffer {
+        ProbeBuffer((0..bytes).map(|i| (i >> 3) as u8).collect())
+    }
+
+    /// GB/s reading the buffer with `threads` threads (each pinned to its own core of the
+    /// process): the best of two passes.
+    pub fn read_gbs(&self, threads: usize) -> f64 {
+        (0..2)
+            .map(|_| pass(&self.0, threads.max(1)))
+            .fold(0.0, f64::max)
+    }
+}
+
 /// Measures read bandwidth over a `bytes` buffer: the best of two passes with one thread
 /// and with `threads` threads.
 pub fn probe(bytes: usize, threads: u32) -> Bandwidth {
     let threads = threads.max(1);
-    // Written, not just allocated, so every page is real before the timed reads.
-    let data: Vec<u8> = (0..bytes).map(|i| (i >> 3) as u8).collect();
-    let best = |t: usize| (0..2).map(|_| pass(&data, t)).fold(0.0, f64::max);
+    let buf = ProbeBuffer::new(bytes);
     Bandwidth {
-        buffer_bytes: data.len() as u64,
-        single_gbs: best(1),
+        buffer_bytes: buf.0.len() as u64,
+        single_gbs: buf.read_gbs(1),
         threads,
-        multi_gbs: best(threads as usize),
+        multi_gbs: buf.read_gbs(threads as usize),
     }
 }
 

@@ -38,6 +38,7 @@ pub mod pocket_bench;
 pub mod profiling;
 pub mod receipt;
 pub mod report;
+pub mod roof;
 pub mod serve;
 pub mod serve_bench;
 pub mod sysinfo;

@@ -299,12 +299,26 @@ pub fn measure(
     reps: u32,
     o: &BenchOptions,
 ) -> Result<Measured> {
+    measure_each(m, test, threads, reps, o, |_| {})
+}
+
+/// [`measure`], calling `after(ns)` after each repetition with its time (nothing of the
+/// call is timed: `pocket bench --roof` probes the read bandwidth there).
+pub fn measure_each(
+    m: &Loaded,
+    test: Test,
+    threads: u32,
+    reps: u32,
+    o: &BenchOptions,
+    mut after: impl FnMut(u64),
+) -> Result<Measured> {
     if reps == 0 {
         return Err(crate::Error::NoRepetitions);
     }
     let mut run = TestRun::new(m, test, threads, o)?;
     for _ in 0..reps {
         run.rep()?;
+        after(*run.samples_ns.last().expect("a repetition was timed"));
     }
     Ok(run.finish(o))
 }

@@ -17,6 +17,7 @@ use clap::Args;
 
 use super::engine_args::{parse_pg, positive, LoraArgs, PlacementArgs, TestLists};
 use super::{CliError, CliResult};
+use crate::bandwidth::ProbeBuffer;
 use crate::bench_format::{self, Format};
 use crate::engine::Test;
 use crate::pocket_bench::{self, BenchOptions};
@@ -62,6 +63,12 @@ pub struct BenchArgs {
     /// adapters runs beside the adapted one and the adapter's cost is printed.
     #[arg(long)]
     pub interleave: bool,
+    /// After every repetition of a decode test (tgN), read a 512 MiB buffer with the same
+    /// threads (and once before the first), and print decode's share of the bandwidth
+    /// measured around each repetition (a `roof` field in json/jsonl). The buffer adds
+    /// 512 MiB to the run's peak RSS.
+    #[arg(long, conflicts_with = "interleave")]
+    pub roof: bool,
 }
 
 impl BenchArgs {
@@ -113,6 +120,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         return Ok(());
     }
     let mut rows = Vec::new();
+    let mut probe_buf = None;
     for m in &args.model {
         let mut loaded = pocket_bench::load(m)?;
         // A test beyond the model's context is refused before any is timed.
@@ -130,7 +138,19 @@ pub fn run(args: BenchArgs) -> CliResult {
         }
         for &t in &threads {
             for &test in &tests {
-                let row = pocket_bench::bench_test_with(&loaded, test, t, args.reps, &opts)?;
+                let row = match args.roof && test.is_decode() {
+                    true => {
+                        let buf = probe_buf.get_or_insert_with(|| {
+                            ProbeBuffer::new(crate::bandwidth::DEFAULT_BYTES)
+                        });
+                        let (mut row, roof) =
+                            crate::roof::measure(&loaded, (test, t, args.reps), &opts, buf)?;
+                        eprintln!("{}", roof.line(test, t));
+                        row.extra.insert("roof".into(), roof.to_json());
+                        row
+                    }
+                    false => pocket_bench::bench_test_with(&loaded, test, t, args.reps, &opts)?,
+                };
                 if format == Format::Md {
                     eprintln!(
                         "{} {} t{}: {:.2} ± {:.2} t/s, load {:.0} ms, peak RSS {:.1} MiB",
