@@ -153,11 +153,12 @@ fn bench_roof_probes_around_every_decode_repetition() {
         .chain(&probe)
         .all(|&v| v > 0.0 && v.is_finite()));
     // Each repetition's share: its decode GB/s (model bytes x its t/s) over the mean of
-    // the probes on either side.
+    // the probes on either side. `samples_ts` is printed as llama-bench prints it, to
+    // six significant digits (%g), so the recomputed GB/s agrees to 5e-6 at worst.
     for (i, s) in rows[1].samples_ts.iter().enumerate() {
         let gbs = rows[1].model_size as f64 * s / 1e9;
         assert!(
-            (gbs / decode[i] - 1.0).abs() < 1e-6,
+            (gbs / decode[i] - 1.0).abs() < 1e-5,
             "rep {i}: {gbs} vs {}",
             decode[i]
         );
