@@ -11,8 +11,8 @@
 //! * `gemm/{rows}x{cols}x512/{format}/{isa}`: 512 tokens. Throughput =
 //!   `Elements(2·rows·cols·tokens)`: **elements = operations**, so "Gelem/s" reads GOP/s.
 //!   The scalar reference only runs the smallest shape (it is ~100x slower).
-//! * `gemm_few/65536x2560x{2,3,4,8}/{format}/{isa}`: a few tokens (a speculative verify
-//!   step) on the DRAM-sized shape, one thread. Throughput = bytes of packed weights, as
+//! * `gemm_few/65536x2560x{2,3,4,8,9}/{format}/{isa}`: a few tokens (9: a speculative verify
+//!   step of 1 + 8) on the DRAM-sized shape, one thread. Throughput = bytes of packed weights, as
 //!   gemv's: a few-token call should stream its weights nearly as fast as gemv does.
 //! * `bandwidth/read/{1,2}t`: AVX2 loads over a 512 MiB buffer, the machine's read limit.
 //!
@@ -163,7 +163,7 @@ fn bench_gemm_few(c: &mut Criterion) {
         }
         let w = pack(ty, share, rows, cols);
         g.throughput(Throughput::Bytes(w.bytes() as u64));
-        for tokens in [2, 3, 4, 8] {
+        for tokens in [2, 3, 4, 8, 9] {
             let act = activation(tokens, cols);
             let mut out = vec![0f32; rows * tokens];
             let id = BenchmarkId::new(format!("{rows}x{cols}x{tokens}/{name}"), isa.name());

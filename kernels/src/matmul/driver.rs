@@ -103,8 +103,11 @@ pub trait Kernels: Copy {
     fn stages(self, _layout: Layout, _tokens: usize) -> bool {
         false
     }
+    /// The widest token tile the ISA has ([`Kernels::token_tile`] never returns more): 8,
+    /// or 12 where 32 vector registers hold 12 tokens' accumulators.
+    const MAX_TILE: usize = 8;
     /// Activation rows per weight-panel pass for `layout` in a call over `tokens` tokens
-    /// (at most 8).
+    /// (at most [`Kernels::MAX_TILE`]).
     fn token_tile(self, layout: Layout, tokens: usize) -> usize;
     /// The outputs of internal panel `p` of `w` (stored as `Layout::ALL[L]`) for tokens
     /// `t..t+N`. The layout is a const generic, not a value, so that an ISA whose tiles are
@@ -217,7 +220,13 @@ pub fn drive<K: Kernels, const L: u8>(k: K, job: Job) {
                     n2,
                     swiglu,
                 };
+                // The wide arms exist only for an ISA that has them (a const condition: the
+                // other ISAs never compile those tiles).
                 match rows {
+                    12 if K::MAX_TILE >= 12 => e.emit::<12>(o),
+                    11 if K::MAX_TILE >= 11 => e.emit::<11>(o),
+                    10 if K::MAX_TILE >= 10 => e.emit::<10>(o),
+                    9 if K::MAX_TILE >= 9 => e.emit::<9>(o),
                     8 => e.emit::<8>(o),
                     7 => e.emit::<7>(o),
                     6 => e.emit::<6>(o),
