@@ -197,8 +197,10 @@ pub const PREFETCH_BYTES: usize = 2048;
 /// (Q4_0), 11.8 / 13.5, 11.5 / 13.1 (Q8_0) with one thread; 25.1 / 27.6 (Q4_1 g64), 27.4 /
 /// 30.5 (Q4_0), 23.5 / 27.7 (Q8_0) with two. 4 to 48 KiB were all within a few % of each
 /// other (from 8 KiB flat); the L2 requests alone (at 2 KiB, no L1 ones) were no better
-/// than none. The four-stream read probe gains nothing from them (15.4 / 15.3 GB/s): it
-/// stays the roof.
+/// than none. Those matrices fit this VM's 260 MiB L3; over 500 of them (690 MB, past
+/// L3: DRAM) the gain is smaller but there: 12.5 / 13.6 GB/s one thread, 24.7 / 26.3 two.
+/// The four-stream read probe gains nothing from them (15.8 / 15.9 GB/s over 512 MiB,
+/// 16.2 / 16.3 over 190 MiB).
 pub const L2_PREFETCH_BYTES: usize = 8192;
 
 /// Prefetches the `lines` cache lines starting `PREFETCH_BYTES` after `p` into L1 and the
