@@ -57,7 +57,9 @@ fn main() {
             "decode {d:.2} ms  verify 1+{k} {v:.2} ms  ratio {:.2}",
             v / d
         );
-        (one.push(d), verify.push(v), ratio.push(v / d));
+        one.push(d);
+        verify.push(v);
+        ratio.push(v / d);
     }
     s.set_breakdown(true);
     for _ in 0..STEPS {
