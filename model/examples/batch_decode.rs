@@ -9,15 +9,13 @@ use std::time::Instant;
 use pocket_model::profile::{Op, PhaseStats};
 use pocket_model::{Batch, Model, Session, SessionOptions};
 
+#[path = "common/args.rs"]
+mod args;
+
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    let path = a
-        .get(1)
-        .expect("usage: batch_decode MODEL [THREADS] [STEPS] [CTX]");
-    let threads: usize = a.get(2).map_or(2, |s| s.parse().unwrap());
-    let steps: usize = a.get(3).map_or(64, |s| s.parse().unwrap());
-    let ctx: usize = a.get(4).map_or(16, |s| s.parse().unwrap());
-    let model = Model::load(path).expect("load");
+    let usage = "batch_decode MODEL [THREADS] [STEPS] [CTX]";
+    let (path, [threads, steps, ctx]) = args::model_and_numbers(usage, [2, 64, 16]);
+    let model = Model::load(&path).expect("load");
     let o = SessionOptions {
         n_ctx: ctx + steps * 4 + 8,
         n_threads: threads,

@@ -11,21 +11,19 @@ use std::time::Instant;
 use pocket_model::profile::Op;
 use pocket_model::{Batch, Model, Session, SessionOptions};
 
+#[path = "common/args.rs"]
+mod args;
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }
 
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    let path = a
-        .get(1)
-        .expect("usage: verify_step MODEL [THREADS] [ROUNDS] [K]");
-    let threads: usize = a.get(2).map_or(2, |s| s.parse().unwrap());
-    let rounds: usize = a.get(3).map_or(10, |s| s.parse().unwrap());
-    let k: usize = a.get(4).map_or(8, |s| s.parse().unwrap());
+    let usage = "verify_step MODEL [THREADS] [ROUNDS] [K]";
+    let (path, [threads, rounds, k]) = args::model_and_numbers(usage, [2, 10, 8]);
     const STEPS: usize = 16;
-    let model = Model::load(path).expect("load");
+    let model = Model::load(&path).expect("load");
     let ctx = 64;
     let o = SessionOptions {
         n_ctx: ctx + STEPS * (k + 2) + 8,
